@@ -1,0 +1,107 @@
+"""The ``llmdiag`` command: wiring only. Each subcommand lives in ``diag/commands/``.
+
+Subcommands are imported only when run, so ``llmdiag --help`` stays fast and a subsystem
+whose heavy dependency is broken cannot break the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+import click
+
+from diag import __version__
+from diag.errors import LlmdiagError
+from diag.exitcodes import ExitCode
+
+#: name -> (module:attribute, one-line help). Commands whose module is absent are not listed.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "preflight": ("diag.commands.preflight:preflight", "Check every node and the cluster before launch."),
+    "nccl-bench": ("diag.commands.nccl_bench:nccl_bench", "Collective bandwidth as nccl-tests measures it."),
+    "analyze-log": ("diag.commands.analyze_log:analyze_log", "Find what went wrong in a training log, and why."),
+    "estimate-memory": ("diag.commands.estimate_memory:estimate_memory", "Predict per-GPU memory of a training plan."),
+    "train": ("diag.commands.train:train", "Minimal reference trainer to rehearse on."),
+    "prepare-data": ("diag.commands.prepare_data:prepare_data", "Tokenise text into the trainer's binary format."),
+    "monitor": ("diag.commands.monitor:monitor", "Sample GPUs and the host while a job runs."),
+    "report": ("diag.commands.report:report", "Work with saved reports (merge node reports)."),
+    "runbook": ("diag.commands.runbook:runbook", "List runbooks, or print one."),
+}
+
+
+def _available(spec: str) -> bool:
+    module = spec.partition(":")[0]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class LlmdiagGroup(click.Group):
+    """Lazy subcommands, and one place that turns errors into messages and exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, (spec, _) in COMMANDS.items() if _available(spec)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = COMMANDS.get(name)
+        if entry is None or not _available(entry[0]):
+            return None
+        module, _, attr = entry[0].partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException):
+            raise
+        except click.exceptions.Abort:
+            click.echo("interrupted", err=True)
+            ctx.exit(ExitCode.INTERRUPTED)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(ExitCode.INTERRUPTED)
+        except LlmdiagError as exc:
+            click.echo(f"llmdiag: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # `llmdiag ... | head`: not an error of ours.
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+            except OSError:
+                pass
+            ctx.exit(ExitCode.OK)
+        except Exception as exc:  # noqa: BLE001 - the one place internal errors are reported
+            click.echo(f"llmdiag: internal error: {type(exc).__name__}: {exc}", err=True)
+            if os.environ.get("LLMDIAG_DEBUG"):
+                traceback.print_exc()
+            else:
+                click.echo("llmdiag: set LLMDIAG_DEBUG=1 for the traceback, and please report it.", err=True)
+            ctx.exit(ExitCode.INTERNAL_ERROR)
+
+
+@click.group(cls=LlmdiagGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="llmdiag")
+def cli() -> None:
+    """llmdiag: preflight checks and troubleshooting for distributed LLM training.
+
+    Exit codes: 0 no failure, 1 a check failed, 2 usage or config error,
+    3 internal error, 130 interrupted.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="llmdiag")
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)

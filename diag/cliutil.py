@@ -1,0 +1,67 @@
+"""Options and helpers every command shares: ``--format`` / ``-o``, ``--config``, emitting."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import click
+
+from reports.base import FORMATS, RenderOptions
+
+
+def output_options(default_format: str = "terminal") -> Callable:
+    """``--format/-f``, ``-o/--output``, ``--width``, ``--no-color``: the same for every command."""
+
+    def deco(fn: Callable) -> Callable:
+        fn = click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also NO_COLOR=1).")(fn)
+        fn = click.option("--width", type=click.IntRange(40, 1000), default=None,
+                          help="Terminal width to render for (default: the terminal's).")(fn)
+        fn = click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+                          help="Write the report to FILE instead of stdout ('-' is stdout).")(fn)
+        fn = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default=default_format,
+                          show_default=True, help="Output format.")(fn)
+        return fn
+
+    return deco
+
+
+def config_option(fn: Callable) -> Callable:
+    return click.option(
+        "-c", "--config", "config_path", type=click.Path(dir_okay=True), default=None,
+        help="Config file (TOML). Default: $LLMDIAG_CONFIG, else ./llmdiag.toml if present.",
+    )(fn)
+
+
+def emit_doc(
+    doc: Mapping[str, Any],
+    fmt: str,
+    output: str | None,
+    width: int | None,
+    no_color: bool,
+    *,
+    env: Mapping[str, str] | None = None,
+    protect: Iterable[str] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    from reports.base import emit
+
+    import sys
+
+    to_file = output not in (None, "-")
+    color = (not to_file and fmt == "terminal" and not no_color and "NO_COLOR" not in os.environ
+             and sys.stdout.isatty())
+    opts = RenderOptions(width=width, color=color, extra=dict(extra or {}))
+    return emit(doc, fmt, output, env=env, opts=opts, protect=protect)
+
+
+def pass_env(fn: Callable) -> Callable:
+    """Give the command a copy of the environment (commands never hand os.environ around)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, env=dict(os.environ), **kwargs)
+
+    return wrapper

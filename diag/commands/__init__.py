@@ -1,0 +1,1 @@
+"""One module per ``llmdiag`` subcommand (wired in :mod:`diag.cli`)."""

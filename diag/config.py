@@ -1,0 +1,325 @@
+"""The configuration file: one TOML file describing the cluster and the planned job.
+
+Precedence, stated once: **command-line flags override the config file, which overrides the
+built-in defaults.** The file is found as ``--config PATH``, else ``$LLMDIAG_CONFIG``, else
+``./llmdiag.toml`` when it exists; without any file every default applies.
+
+Each section is declared with :func:`register_section` as a list of :class:`Field` specs; the
+loader rejects unknown sections and keys (typos), wrong types and out-of-range values with a
+:class:`~diag.errors.ConfigError` naming the field and the accepted range (exit code 2).
+Subsystems (memory plan, nccl-bench, smoke training, monitor) register their own sections.
+``docs/config.md`` documents every field; ``examples/llmdiag.toml`` is a full example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from diag.errors import ConfigError
+
+CONFIG_ENV = "LLMDIAG_CONFIG"
+DEFAULT_FILE = "llmdiag.toml"
+
+_TYPES = ("int", "float", "str", "bool", "str_list", "port_range", "table_list", "table", "int_or_auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One configuration key: type, default, accepted range and a one-line help."""
+
+    name: str
+    type: str
+    default: Any = None
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: Sequence[Any] | None = None
+    item_fields: Sequence[Field] | None = None  # for table_list
+    validator: Callable[[Any], str | None] | None = None  # returns an error message or None
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES:
+            raise ValueError(f"unknown config field type {self.type!r}")
+
+    def accepted(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        kind = {
+            "int": "an integer",
+            "float": "a number",
+            "str": "a string",
+            "bool": "true or false",
+            "str_list": "a list of strings",
+            "port_range": 'a port range "LO-HI" within 1-65535',
+            "table_list": "a list of tables",
+            "table": "a table",
+            "int_or_auto": 'an integer or "auto"',
+        }[self.type]
+        if self.min is not None and self.max is not None:
+            return f"{kind} in {self.min:g}..{self.max:g}"
+        if self.min is not None:
+            return f"{kind} >= {self.min:g}"
+        if self.max is not None:
+            return f"{kind} <= {self.max:g}"
+        return kind
+
+
+SECTIONS: dict[str, dict[str, Field]] = {}
+SECTION_HELP: dict[str, str] = {}
+
+
+def register_section(name: str, fields: Sequence[Field], help: str = "") -> None:
+    """Declare a config section (idempotent for the same declaration)."""
+    SECTIONS[name] = {f.name: f for f in fields}
+    SECTION_HELP[name] = help
+
+
+def parse_port_range(value: Any) -> tuple[int, int]:
+    """``"29500-29510"``, ``"29500"``, ``29500`` or ``[29500, 29510]`` → (lo, hi); ValueError if bad."""
+    if isinstance(value, bool):
+        raise ValueError("not a port range")
+    if isinstance(value, int):
+        lo = hi = value
+    elif isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        lo, hi = value
+    elif isinstance(value, str):
+        parts = value.replace(" ", "").split("-")
+        if len(parts) == 1:
+            lo = hi = int(parts[0])
+        elif len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+        else:
+            raise ValueError("not a port range")
+    else:
+        raise ValueError("not a port range")
+    if not (1 <= lo <= hi <= 65535):
+        raise ValueError("ports must satisfy 1 <= LO <= HI <= 65535")
+    return lo, hi
+
+
+def _check(field: Field, value: Any, where: str, source: str | None) -> Any:
+    def bad(msg: str | None = None) -> ConfigError:
+        got = f"got {value!r}"
+        return ConfigError(where, f"{msg or 'expected ' + field.accepted()}, {got}", source)
+
+    t = field.type
+    if value is None:
+        return None
+    if t == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad()
+    elif t == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad()
+        value = float(value)
+    elif t == "int_or_auto":
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise bad()
+    elif t == "str":
+        if not isinstance(value, str):
+            raise bad()
+    elif t == "bool":
+        if not isinstance(value, bool):
+            raise bad()
+    elif t == "str_list":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad()
+    elif t == "port_range":
+        try:
+            value = parse_port_range(value)
+        except (ValueError, TypeError):
+            raise bad() from None
+    elif t == "table":
+        if not isinstance(value, Mapping):
+            raise bad()
+        value = dict(value)
+    elif t == "table_list":
+        if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+            raise bad()
+        items = []
+        specs = {f.name: f for f in field.item_fields or ()}
+        for i, item in enumerate(value):
+            out = {}
+            for k in item:
+                if specs and k not in specs:
+                    raise ConfigError(f"{where}[{i}].{k}", f"unknown key (accepted: {', '.join(specs)})", source)
+            for name, spec in specs.items():
+                out[name] = _check(spec, item.get(name, spec.default), f"{where}[{i}].{name}", source)
+            if not specs:
+                out = dict(item)
+            items.append(out)
+        value = items
+    if t in ("int", "float", "int_or_auto") and value != "auto":
+        if field.min is not None and value < field.min:
+            raise bad()
+        if field.max is not None and value > field.max:
+            raise bad()
+    if field.choices is not None and value not in field.choices:
+        raise bad()
+    if field.validator is not None:
+        msg = field.validator(value)
+        if msg:
+            raise bad(msg)
+    return value
+
+
+class Config:
+    """Validated configuration values, by section and field.
+
+    ``cfg.get("network", "port_range")`` or ``cfg.section("network")["port_range"]``.
+    ``has_section(name)`` tells whether the file (or a flag) set anything in that section.
+    """
+
+    def __init__(self, values: dict[str, dict[str, Any]], present: set[str], source: str | None):
+        self._values = values
+        self._present = present
+        self.source = source
+
+    @classmethod
+    def default(cls) -> Config:
+        return cls.from_mapping({})
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str | None = None) -> Config:
+        values: dict[str, dict[str, Any]] = {}
+        for sname in data:
+            if sname not in SECTIONS:
+                raise ConfigError(sname, f"unknown section (accepted: {', '.join(sorted(SECTIONS))})", source)
+            if not isinstance(data[sname], Mapping):
+                raise ConfigError(sname, "must be a table ([section])", source)
+        for sname, fields in SECTIONS.items():
+            raw = dict(data.get(sname) or {})
+            for key in raw:
+                if key not in fields:
+                    raise ConfigError(f"{sname}.{key}", f"unknown key (accepted: {', '.join(fields)})", source)
+            values[sname] = {
+                fname: _check(f, raw.get(fname, f.default), f"{sname}.{fname}", source)
+                for fname, f in fields.items()
+            }
+        return cls(values, {s for s in data if data[s]}, source)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
+        """Load the config file (explicit path, ``$LLMDIAG_CONFIG``, ``./llmdiag.toml``) or defaults."""
+        env = os.environ if env is None else env
+        explicit = path is not None or bool(env.get(CONFIG_ENV))
+        p = Path(path) if path is not None else Path(env.get(CONFIG_ENV) or DEFAULT_FILE)
+        if not p.exists():
+            if explicit:
+                raise ConfigError("--config", f"file {str(p)!r} does not exist")
+            return cls.default()
+        if p.is_dir():
+            raise ConfigError("--config", f"{str(p)!r} is a directory, not a TOML file")
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError("--config", f"{str(p)!r} is not UTF-8 text") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("--config", f"{str(p)!r} is not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError("--config", f"cannot read {str(p)!r}: {exc.strerror}") from None
+        return cls.from_mapping(data, source=str(p))
+
+    def with_overrides(self, overrides: Mapping[tuple[str, str], Any]) -> Config:
+        """A copy with flag values applied (``None`` means "flag not given")."""
+        values = {s: dict(v) for s, v in self._values.items()}
+        present = set(self._present)
+        for (sname, fname), value in overrides.items():
+            if value is None:
+                continue
+            field = SECTIONS[sname][fname]
+            values[sname][fname] = _check(field, value, f"{sname}.{fname}", "command line")
+            present.add(sname)
+        return Config(values, present, self.source)
+
+    def get(self, section: str, field: str, default: Any = None) -> Any:
+        value = self._values.get(section, {}).get(field)
+        return default if value is None else value
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(self._values.get(name, {}))
+
+    def has_section(self, name: str | None) -> bool:
+        return name is not None and name in self._present
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {s: dict(v) for s, v in self._values.items()}
+
+
+# ---------------------------------------------------------------------------
+# Core sections (probes of the foundation). Other subsystems register theirs.
+
+register_section(
+    "cluster",
+    [
+        Field("nodes", "int", None, "number of nodes expected in the job", min=1, max=100000),
+        Field("gpus_per_node", "int", None, "GPUs every node must show (unset: no expectation)", min=0, max=64),
+        Field("nproc_per_node", "int", None, "processes (ranks) per node the job will start", min=1, max=1024),
+        Field("master_addr", "str", None, "rendezvous host (MASTER_ADDR)"),
+        Field("master_port", "int", 29500, "rendezvous port (MASTER_PORT)", min=1, max=65535),
+        Field("hostfile", "str", None, "DeepSpeed/MPI hostfile for --hostfile runs"),
+        Field("timeout_s", "float", 60.0, "bound on rendezvous and every cluster step", min=1, max=3600),
+    ],
+    "The cluster and the job's launch shape.",
+)
+register_section(
+    "network",
+    [
+        Field("interfaces", "str_list", None, "interfaces NCCL/gloo must use (names or prefixes)"),
+        Field("port_range", "port_range", (29500, 29510), "ports the job binds (rendezvous, NCCL, workers)"),
+        Field("mtu", "int", None, "expected MTU of the job's interfaces", min=576, max=65536),
+        Field("min_speed_mbps", "int", None, "slowest acceptable link speed of the job's interface", min=1),
+        Field("connect_timeout_s", "float", 3.0, "TCP connect timeout of reachability checks", min=0.1, max=120),
+    ],
+    "Interfaces and ports.",
+)
+register_section(
+    "filesystem",
+    [
+        Field(
+            "paths",
+            "table_list",
+            [],
+            "paths the job reads or writes (datasets, checkpoints)",
+            item_fields=[
+                Field("path", "str", None, "absolute path"),
+                Field("required_free_gb", "float", 0.0, "free space the job needs there", min=0),
+                Field("writable", "bool", True, "the job writes here"),
+                Field("shared", "bool", False, "must be the same shared filesystem on every node"),
+            ],
+        ),
+        Field("throughput_test_mb", "int", 16, "size of the bounded write/read test (0 disables)", min=0, max=4096),
+        Field("min_write_mb_s", "float", None, "slowest acceptable write throughput", min=0),
+    ],
+    "Paths the job depends on.",
+)
+register_section(
+    "thresholds",
+    [
+        Field("shm_min_mib", "int", 1024, "smallest acceptable /dev/shm", min=0),
+        Field("nofile_min", "int", 65536, "smallest acceptable open-files soft limit", min=0),
+        Field("memlock_min_mib", "int", None, "smallest acceptable locked-memory limit (unset: unlimited when RDMA is present)", min=0),
+        Field("host_memory_min_gib", "float", None, "smallest acceptable host memory", min=0),
+        Field("gpu_temp_warn_c", "int", 85, "GPU temperature that warns", min=0, max=150),
+        Field("gpu_temp_fail_c", "int", 95, "GPU temperature that fails", min=0, max=150),
+        Field("gpu_memory_used_max_mib", "int", 1024, "GPU memory already in use before launch that warns", min=0),
+        Field("clock_skew_warn_ms", "float", 100.0, "clock skew against rank 0 that warns", min=0),
+    ],
+    "Limits that turn readings into pass / warn / fail.",
+)
+register_section(
+    "probes",
+    [
+        Field("skip", "str_list", [], "probes not to run"),
+        Field("only", "str_list", [], "run only these probes"),
+        Field("timeout_s", "float", None, "override every probe's own deadline", min=0.1, max=3600),
+    ],
+    "Which probes run.",
+)

@@ -1,0 +1,108 @@
+"""The probe contract: a small typed protocol every check plugin implements.
+
+A probe has a ``name`` (lowercase, ``[a-z][a-z0-9_-]*``), a one-line ``description``, the set of
+things it ``requires`` (see :class:`Requirement`), an optional ``config_section`` it reads, a
+``timeout_s`` and a ``run(ctx)`` method returning an iterable of :class:`diag.result.Result`.
+
+Rules the runner enforces (so one broken plugin never breaks a run):
+- a probe that raises becomes a ``fail`` result naming the exception;
+- a probe that overruns ``timeout_s`` becomes a ``fail`` result "timed out after N s";
+- a probe whose requirements are not met is skipped with the reason;
+- probes return data and never print.
+
+:class:`BaseProbe` is a convenience base with helpers that fill in probe and node names.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from diag.context import Context
+from diag.result import Evidence, Result, Status
+
+
+class Requirement(str, enum.Enum):
+    """What a probe needs to be meaningful."""
+
+    GPU = "gpu"  # an NVIDIA driver answering NVML
+    TORCH = "torch"  # an importable torch
+    DISTRIBUTED = "distributed"  # a multi-process job (launcher variables or a process group)
+    CONFIG = "config"  # its config_section present in the config file
+
+
+@runtime_checkable
+class Probe(Protocol):
+    name: str
+    description: str
+    requires: frozenset[Requirement]
+    config_section: str | None
+    timeout_s: float
+
+    def run(self, ctx: Context) -> Iterable[Result]: ...
+
+
+EvidenceLike = Evidence | tuple | Mapping[str, Any]
+
+
+def as_evidence(items: Iterable[EvidenceLike] | None) -> tuple[Evidence, ...]:
+    """Accept ``Evidence``, ``(name, observed, expected, unit)`` tuples or dicts."""
+    out: list[Evidence] = []
+    for e in items or ():
+        if isinstance(e, Evidence):
+            out.append(e)
+        elif isinstance(e, Mapping):
+            out.append(Evidence.from_dict(e))
+        else:
+            out.append(Evidence(*e))
+    return tuple(out)
+
+
+class BaseProbe:
+    """Optional base class with result helpers. Subclasses set the class attributes."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    requires: ClassVar[frozenset[Requirement]] = frozenset()
+    config_section: ClassVar[str | None] = None
+    timeout_s: ClassVar[float] = 30.0
+
+    def run(self, ctx: Context) -> Iterable[Result]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def result(
+        self,
+        ctx: Context,
+        check: str,
+        status: Status,
+        summary: str,
+        *,
+        evidence: Sequence[EvidenceLike] | None = None,
+        remediation: str | None = None,
+        runbook: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Result:
+        return Result(
+            probe=self.name,
+            check=check,
+            node=ctx.node,
+            status=status,
+            summary=summary,
+            evidence=as_evidence(evidence),
+            remediation=remediation,
+            runbook=runbook,
+            data=dict(data or {}),
+        )
+
+    def ok(self, ctx: Context, check: str, summary: str, **kw: Any) -> Result:
+        return self.result(ctx, check, Status.PASS, summary, **kw)
+
+    def warn(self, ctx: Context, check: str, summary: str, *, remediation: str, runbook: str, **kw: Any) -> Result:
+        return self.result(ctx, check, Status.WARN, summary, remediation=remediation, runbook=runbook, **kw)
+
+    def fail(self, ctx: Context, check: str, summary: str, *, remediation: str, runbook: str, **kw: Any) -> Result:
+        return self.result(ctx, check, Status.FAIL, summary, remediation=remediation, runbook=runbook, **kw)
+
+    def skip(self, ctx: Context, check: str, reason: str, *, runbook: str = "check-skipped", **kw: Any) -> Result:
+        return self.result(ctx, check, Status.SKIP, reason, runbook=runbook, **kw)

@@ -1,0 +1,160 @@
+"""Which probes exist: built-ins registered directly, plugins from the ``llmdiag.probes`` group.
+
+A third-party package exposes a probe with an entry point::
+
+    [project.entry-points."llmdiag.probes"]
+    my-check = "my_pkg.probes:MyProbe"
+
+The target may be a probe class (instantiated with no arguments), a probe instance, or a
+zero-argument factory. :func:`validate` checks the contract at registration and raises
+:class:`diag.errors.PluginError` naming the plugin and the rule it breaks; the CLI turns a
+plugin that fails validation into a failed result rather than aborting the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from typing import Any
+
+from diag.errors import PluginError
+from diag.probe import Probe, Requirement
+
+ENTRY_POINT_GROUP = "llmdiag.probes"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+
+#: Built-in probes, in report order, as "module:attribute". Modules that do not exist yet in
+#: this checkout are skipped silently (ModuleNotFoundError of that very module); any other
+#: import error becomes a load error the report shows.
+BUILTIN_PROBES: tuple[str, ...] = (
+    "probes.software:SoftwareProbe",
+    "probes.launcher:LauncherProbe",
+    "probes.gpu:GpuProbe",
+    "probes.system:SystemProbe",
+    "probes.network:NetworkProbe",
+    "probes.ports:PortsProbe",
+    "probes.filesystem:FilesystemProbe",
+    "probes.memory:MemoryPlanProbe",
+    "probes.nccl:NcclBenchProbe",
+    "probes.smoke:SmokeTrainProbe",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadError:
+    """A probe that could not be loaded or validated: shown as a failed result."""
+
+    source: str
+    message: str
+
+
+def validate(obj: Any, source: str) -> Probe:
+    """Check that ``obj`` honours the probe contract; return it (typed) or raise PluginError."""
+
+    def bad(rule: str) -> PluginError:
+        return PluginError(f"probe plugin {source!r}: {rule}")
+
+    for attr in ("name", "description", "requires", "config_section", "timeout_s", "run"):
+        if not hasattr(obj, attr):
+            raise bad(f"missing attribute {attr!r} (see diag.probe.Probe)")
+    if not isinstance(obj.name, str) or not _NAME_RE.match(obj.name):
+        raise bad(f"name {obj.name!r} must match {_NAME_RE.pattern}")
+    if not isinstance(obj.description, str) or not obj.description.strip():
+        raise bad("description must be a non-empty string")
+    try:
+        reqs = frozenset(Requirement(r) for r in obj.requires)
+    except (TypeError, ValueError):
+        raise bad(f"requires must be a set of {[r.value for r in Requirement]}, got {obj.requires!r}") from None
+    if Requirement.CONFIG in reqs and not obj.config_section:
+        raise bad("requires 'config' but names no config_section")
+    if obj.config_section is not None and not isinstance(obj.config_section, str):
+        raise bad("config_section must be a string or None")
+    if not isinstance(obj.timeout_s, (int, float)) or not 0 < obj.timeout_s <= 3600:
+        raise bad(f"timeout_s must be a number in (0, 3600], got {obj.timeout_s!r}")
+    if not callable(obj.run):
+        raise bad("run must be callable")
+    if not isinstance(obj, Probe):
+        raise bad("does not satisfy the Probe protocol")
+    return obj
+
+
+def _instantiate(target: Any, source: str) -> Probe:
+    if isinstance(target, type):
+        try:
+            obj = target()
+        except Exception as exc:  # noqa: BLE001
+            raise PluginError(f"probe plugin {source!r}: constructing it raised {type(exc).__name__}: {exc}") from exc
+    elif hasattr(target, "run") and hasattr(target, "name"):
+        obj = target
+    elif callable(target):
+        obj = target()
+    else:
+        raise PluginError(f"probe plugin {source!r}: entry point is neither a class, an instance nor a factory")
+    return validate(obj, source)
+
+
+def load_target(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr)
+
+
+def builtin_probes(specs: Iterable[str] = BUILTIN_PROBES) -> tuple[list[Probe], list[LoadError]]:
+    probes: list[Probe] = []
+    errors: list[LoadError] = []
+    for spec in specs:
+        module_name = spec.partition(":")[0]
+        try:
+            target = load_target(spec)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # not part of this build
+            errors.append(LoadError(spec, f"import failed: {exc}"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a broken probe is a finding
+            errors.append(LoadError(spec, f"import failed: {type(exc).__name__}: {exc}"))
+            continue
+        try:
+            probes.append(_instantiate(target, spec))
+        except PluginError as exc:
+            errors.append(LoadError(spec, str(exc)))
+    return probes, errors
+
+
+def plugin_probes(
+    entry_points: Callable[[], Iterable[Any]] | None = None,
+) -> tuple[list[Probe], list[LoadError]]:
+    """Probes from the ``llmdiag.probes`` entry-point group (installed packages)."""
+    if entry_points is None:
+        def entry_points() -> Iterable[Any]:
+            return metadata.entry_points(group=ENTRY_POINT_GROUP)
+    probes: list[Probe] = []
+    errors: list[LoadError] = []
+    for ep in entry_points():
+        source = f"{ep.name} = {ep.value}"
+        try:
+            target = ep.load()
+            probes.append(_instantiate(target, source))
+        except PluginError as exc:
+            errors.append(LoadError(source, str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(LoadError(source, f"loading failed: {type(exc).__name__}: {exc}"))
+    return probes, errors
+
+
+def all_probes(include_plugins: bool = True) -> tuple[list[Probe], list[LoadError]]:
+    probes, errors = builtin_probes()
+    if include_plugins:
+        more, more_errors = plugin_probes()
+        seen = {p.name for p in probes}
+        for p in more:
+            if p.name in seen:
+                errors.append(LoadError(p.name, f"probe plugin {p.name!r}: name already taken by a built-in probe"))
+                continue
+            seen.add(p.name)
+            probes.append(p)
+        errors.extend(more_errors)
+    return probes, errors

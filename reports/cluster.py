@@ -1,0 +1,136 @@
+"""Terminal and Markdown renderers of the cluster health report (``kind: cluster``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reports.base import RenderOptions
+from reports.console import STATUS_LABEL, captured, make_console, status_text
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return ", ".join(_fmt_value(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt_value(x)}" for k, x in v.items())
+    return str(v)
+
+
+def evidence_line(ev: Mapping[str, Any]) -> str:
+    unit = f" {ev['unit']}" if ev.get("unit") else ""
+    text = f"{ev['name']}: {_fmt_value(ev.get('observed'))}{unit}"
+    if ev.get("expected") is not None:
+        text += f" (expected {_fmt_value(ev['expected'])}{unit})"
+    return text
+
+
+def summary_line(doc: Mapping[str, Any]) -> str:
+    c = doc.get("counts", {})
+    nodes = len(doc.get("nodes", []))
+    parts = [f"{c.get(s, 0)} {s}" for s in ("pass", "warn", "fail", "skip")]
+    line = f"{STATUS_LABEL.get(doc['status'], doc['status'])}: {', '.join(parts)} on {nodes} node(s)"
+    missing = doc.get("missing_nodes") or []
+    if missing:
+        line += f"; missing: {', '.join(missing)}"
+    dur = _duration(doc)
+    if dur is not None:
+        line += f" in {dur:.1f} s"
+    return line
+
+
+def _duration(doc: Mapping[str, Any]) -> float | None:
+    starts = [n.get("started_at") for n in doc.get("nodes", []) if n.get("started_at")]
+    ends = [n.get("finished_at") for n in doc.get("nodes", []) if n.get("finished_at")]
+    if starts and ends:
+        return max(ends) - min(starts)
+    return None
+
+
+def _groups(doc: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    groups: dict[str, list] = {}
+    for n in doc.get("nodes", []):
+        groups.setdefault(n["node"], [])
+    cluster: list = []
+    for r in doc.get("results", []):
+        if r.get("scope") == "cluster":
+            cluster.append(r)
+        else:
+            groups.setdefault(r["node"], []).append(r)
+    out = list(groups.items())
+    if cluster:
+        out.append(("cluster", cluster))
+    return out
+
+
+def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    from rich.table import Table
+    from rich.text import Text
+
+    con = make_console(opts)
+    for node, results in _groups(doc):
+        title = "cluster-wide checks" if node == "cluster" else f"node {node}"
+        table = Table(title=Text(title, style="bold"), title_justify="left", expand=False, show_lines=False,
+                      pad_edge=False, box=None, header_style="bold")
+        table.add_column("status", no_wrap=True)
+        table.add_column("check", no_wrap=True)
+        table.add_column("result", overflow="fold")
+        for r in results:
+            body = Text(r["summary"])
+            if r["status"] != "pass":
+                for ev in r.get("evidence") or []:
+                    body.append("\n  " + evidence_line(ev), style="dim")
+                if r.get("remediation"):
+                    body.append("\n  fix: " + r["remediation"])
+                if r.get("runbook"):
+                    body.append(f"\n  runbook: llmdiag runbook {r['runbook']}", style="dim")
+            check = r["check"] if node == "cluster" or True else r["check"]
+            label = f"{r['probe']}/{check}" if check != "probe" else r["probe"]
+            if node == "cluster" and r.get("node") not in (None, "cluster"):
+                label += f" @{r['node']}"
+            table.add_row(status_text(r["status"]), Text(label), body)
+        con.print(table)
+        con.print()
+    missing = doc.get("missing_nodes") or []
+    if missing:
+        con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
+    con.print(Text(summary_line(doc), style="bold"))
+    return captured(con)
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", "<br>")
+
+
+def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    lines = [f"# llmdiag {doc.get('command', 'preflight')} report", "", f"**{summary_line(doc)}**", ""]
+    missing = doc.get("missing_nodes") or []
+    if missing:
+        lines += [f"Missing nodes: {', '.join(missing)}", ""]
+    for node, results in _groups(doc):
+        lines += [f"## {'Cluster-wide checks' if node == 'cluster' else 'Node ' + node}", ""]
+        lines += ["| status | check | result |", "|---|---|---|"]
+        for r in results:
+            label = r["probe"] if r["check"] == "probe" else f"{r['probe']}/{r['check']}"
+            if node == "cluster" and r.get("node") not in (None, "cluster"):
+                label += f" @{r['node']}"
+            lines.append(f"| {STATUS_LABEL.get(r['status'], r['status'])} | {_md_escape(label)} | {_md_escape(r['summary'])} |")
+        lines.append("")
+        problems = [r for r in results if r["status"] != "pass"]
+        if problems:
+            lines += ["### Details", ""]
+            for r in problems:
+                label = r["probe"] if r["check"] == "probe" else f"{r['probe']}/{r['check']}"
+                lines.append(f"- **{STATUS_LABEL.get(r['status'])} {label}**: {r['summary']}")
+                for ev in r.get("evidence") or []:
+                    lines.append(f"  - {evidence_line(ev)}")
+                if r.get("remediation"):
+                    lines.append(f"  - fix: {r['remediation']}")
+                if r.get("runbook"):
+                    lines.append(f"  - runbook: `llmdiag runbook {r['runbook']}`")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

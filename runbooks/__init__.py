@@ -1,0 +1,1 @@
+"""Troubleshooting runbooks shipped as package data (one Markdown file per failure id)."""

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Create the virtual environment and install llmdiag with its test dependencies.
+#
+# torch: if the base interpreter already has torch, the venv reuses it through
+# --system-site-packages and nothing replaces it; otherwise $TORCH_SPEC (a CPU build by
+# default on this kind of machine) is installed. A CUDA build is never pulled implicitly,
+# because torch is not a dependency in pyproject.toml.
+set -eu
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+TORCH_PIP_ARGS=${TORCH_PIP_ARGS:-}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+        echo "setup: reusing the torch of $PYTHON ($("$PYTHON" -c 'import torch; print(torch.__version__)'))"
+        "$PYTHON" -m venv --system-site-packages "$VENV"
+    else
+        "$PYTHON" -m venv "$VENV"
+    fi
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+    echo "setup: installing $TORCH_SPEC"
+    # shellcheck disable=SC2086
+    "$PY" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
+fi
+"$PY" -m pip install -q -e ".[test]"
+echo "setup: ready ($("$PY" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'torch missing'))"
