@@ -72,6 +72,32 @@ class Field:
 SECTIONS: dict[str, dict[str, Field]] = {}
 SECTION_HELP: dict[str, str] = {}
 
+#: Modules that register further sections when imported (each subsystem owns its own).
+#: Missing modules are ignored, so a build without a subsystem still loads its config.
+SECTION_MODULES: tuple[str, ...] = (
+    "diag.memory.config",  # [job]: the planned model and parallel plan
+    "diag.ncclbench.config",  # [nccl_bench]
+    "diag.trainer.config",  # [smoke], [train]
+    "diag.monitor.config",  # [monitor]
+    "probes.logs.config",  # [analyze_log]
+)
+_sections_loaded = False
+
+
+def _load_section_modules() -> None:
+    global _sections_loaded
+    if _sections_loaded:
+        return
+    _sections_loaded = True
+    import importlib
+
+    for name in SECTION_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+
 
 def register_section(name: str, fields: Sequence[Field], help: str = "") -> None:
     """Declare a config section (idempotent for the same declaration)."""
@@ -188,6 +214,7 @@ class Config:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str | None = None) -> Config:
+        _load_section_modules()
         values: dict[str, dict[str, Any]] = {}
         for sname in data:
             if sname not in SECTIONS:
