@@ -17,13 +17,16 @@ from typing import Any
 
 MASK = "***REDACTED***"
 
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PWD$|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|"
-    r"(^|_)KEY($|_)|AUTHORIZATION|COOKIE|SESSION_?ID|SIGNATURE|WEBHOOK)",
-    re.IGNORECASE,
-)
-# Names that contain a trigger word but are not secrets.
-_NOT_SECRET = re.compile(r"^(PWD|OLDPWD|KEYBOARD.*|.*_KEYMAP|XAUTHORITY|SSH_AUTH_SOCK|GPG_AGENT_INFO)$", re.I)
+_SECRET_WORDS = {
+    "token", "secret", "password", "passwd", "passphrase", "pwd", "credential", "credentials",
+    "apikey", "cookie", "signature", "webhook", "authorization", "privatekey", "accesskey", "secretkey",
+}
+_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "id"),
+                 ("auth", "token"), ("client", "secret")}
+# Names that look like credentials but are not.
+_NOT_SECRET = {"pwd", "oldpwd", "xauthority", "ssh_auth_sock", "gpg_agent_info", "keyboard"}
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_SECRET_WORD_RE = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # -----BEGIN ... PRIVATE KEY----- blocks
@@ -45,8 +48,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # NAME=value with a credential-looking NAME (env dumps, command lines)
     (
         re.compile(
-            r"(?P<pre>\b[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)"
-            r"[A-Za-z0-9_]*\s*[=:]\s*)(?P<q>['\"]?)[^\s'\",;]+(?P=q)",
+            r"(?P<pre>(?<![A-Za-z0-9])(?:[A-Za-z0-9]+_)*" + _SECRET_WORD_RE + r"(?:_[A-Za-z0-9]+)*"
+            r"\s*[=:]\s*)(?P<q>['\"]?)[^\s'\",;]+(?P=q)",
             re.I,
         ),
         r"\g<pre>" + MASK,
@@ -60,7 +63,18 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.match(name)
+    """True for names like HF_TOKEN, WANDB_API_KEY, dbPassword, AWS_SECRET_ACCESS_KEY.
+
+    Words are compared whole, so ``tokens_per_s`` or ``max_tokens`` are not secrets.
+    """
+    if not name or name.lower() in _NOT_SECRET:
+        return False
+    words = [w.lower() for w in _SPLIT.split(name) if w]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    if any(pair in _SECRET_PAIRS for pair in zip(words, words[1:])):
+        return True
+    return len(words) > 1 and words[-1] == "key" or words == ["key"]
 
 
 def secret_values(env: Mapping[str, str] | None) -> list[str]:
