@@ -30,7 +30,8 @@ def make_console(opts: RenderOptions):
 
 
 def captured(console) -> str:
-    return console.file.getvalue()
+    """The rendered text, without the padding rich leaves at the end of table lines."""
+    return "\n".join(line.rstrip() for line in console.file.getvalue().split("\n"))
 
 
 def status_text(status: str):
