@@ -1,0 +1,1 @@
+"""Probe plugins shipped with llmdiag: one module per probe family."""
