@@ -54,6 +54,10 @@ class NvmlUnavailable(RuntimeError):
     """NVML cannot be used here (no driver, no library, driver/library mismatch)."""
 
 
+class GpuUnreadable(RuntimeError):
+    """NVML lists the GPU but cannot read it (typically "GPU is lost" after an Xid 79)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuSnapshot:
     """One GPU's readings at one moment. ``None`` means "not supported / could not read"."""
@@ -122,8 +126,9 @@ class GpuSnapshot:
 class RecordedNvml:
     """Replays recorded readings: ``{"driver_version", "cuda_driver_version", "devices": [...]}``.
 
-    ``devices`` holds :meth:`GpuSnapshot.to_dict` dicts. A document with ``"unavailable":
-    "reason"`` behaves like a node without a driver (the constructor raises).
+    ``devices`` holds :meth:`GpuSnapshot.to_dict` dicts; ``{"index": 3, "error": "GPU is lost"}``
+    stands for a GPU NVML cannot read. A document with ``"unavailable": "reason"`` behaves
+    like a node without a driver (the constructor raises).
     """
 
     def __init__(self, doc: Mapping[str, Any]):
@@ -131,7 +136,10 @@ class RecordedNvml:
             raise NvmlUnavailable(str(doc["unavailable"]))
         self._driver = doc.get("driver_version")
         self._cuda = doc.get("cuda_driver_version")
-        self._devices = [GpuSnapshot.from_dict(dict(d, index=d.get("index", i))) for i, d in enumerate(doc.get("devices") or ())]
+        self._devices: list[GpuSnapshot | str] = [
+            str(d["error"]) if "error" in d else GpuSnapshot.from_dict(dict(d, index=d.get("index", i)))
+            for i, d in enumerate(doc.get("devices") or ())
+        ]
         self.description = doc.get("description", "")
 
     @classmethod
@@ -148,7 +156,10 @@ class RecordedNvml:
         return len(self._devices)
 
     def snapshot(self, i: int) -> GpuSnapshot:
-        return self._devices[i]
+        d = self._devices[i]
+        if isinstance(d, str):
+            raise GpuUnreadable(d)
+        return d
 
     def close(self) -> None:
         pass
@@ -204,7 +215,10 @@ class RealNvml:
 
     def snapshot(self, i: int) -> GpuSnapshot:
         nv, t = self._nv, self._try
-        h = nv.nvmlDeviceGetHandleByIndex(i)
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+        except nv.NVMLError as exc:
+            raise GpuUnreadable(str(exc)) from None
         mem = t("nvmlDeviceGetMemoryInfo", h)
         util = t("nvmlDeviceGetUtilizationRates", h)
         pci = t("nvmlDeviceGetPciInfo", h)

@@ -40,8 +40,14 @@ class GpuProbe(BaseProbe):
         from diag import nvml  # noqa: PLC0415
 
         api = (ctx.nvml or nvml.load)()
+        gpus: list[GpuSnapshot] = []
+        unreadable: list[tuple[int, str]] = []
         try:
-            gpus = [api.snapshot(i) for i in range(api.device_count())]
+            for i in range(api.device_count()):
+                try:
+                    gpus.append(api.snapshot(i))
+                except nvml.GpuUnreadable as exc:
+                    unreadable.append((i, str(exc)))
             driver = api.driver_version()
         finally:
             api.close()
@@ -50,7 +56,7 @@ class GpuProbe(BaseProbe):
             self.check_retired, self.check_temperature, self.check_power, self.check_throttle, self.check_pcie,
             self.check_nvlink, self.check_persistence, self.check_compute_mode, self.check_xid,
         )
-        results = []
+        results = [self.check_readable(ctx, gpus, unreadable)] if unreadable else []
         for check in checks:
             r = check(ctx, gpus)
             if r is not None:
@@ -61,8 +67,17 @@ class GpuProbe(BaseProbe):
 
     # -- count and model ------------------------------------------------------------------
 
+    def check_readable(self, ctx: Context, gpus: Sequence[GpuSnapshot], unreadable: Sequence[tuple[int, str]]) -> Result:
+        return self.fail(
+            ctx, "readable", "NVML cannot read " + "; ".join(f"GPU {i}: {why}" for i, why in unreadable),
+            evidence=[(f"GPU {i}", why, "readable", "") for i, why in unreadable],
+            data={"gpus_unreadable": [i for i, _ in unreadable]}, runbook="gpu-count-mismatch",
+            remediation="Check `dmesg | grep -i xid` (Xid 79: fell off the bus) and `nvidia-smi`; drain the node "
+                        "and reset or reboot it.",
+        )
+
     def check_count(self, ctx: Context, gpus: Sequence[GpuSnapshot]) -> Result:
-        n = len(gpus)
+        n = len(gpus)  # readable GPUs: a lost GPU cannot run a rank
         expected = ctx.config.get("cluster", "gpus_per_node")
         ranks = ctx.launcher.nproc_per_node or ctx.config.get("cluster", "nproc_per_node")
         data = {"gpu_count": n}

@@ -131,3 +131,12 @@ def test_real_gpu_through_the_adapter():
     results = run_probe(GpuProbe(), context())
     assert results and all(r.check != "probe" for r in results), results
     assert_actionable(results)
+
+
+def test_gpu_that_fell_off_the_bus():
+    results = run("h100-gpu-lost", {"cluster": {"gpus_per_node": 8}})
+    r = by_check(results)
+    assert r["readable"].status is Status.FAIL and "GPU 3: GPU is lost" in r["readable"].summary
+    assert r["count"].status is Status.FAIL and r["count"].summary == "7 GPU(s) visible, 8 expected"
+    assert r["ecc"].status is Status.PASS  # the readable GPUs are still checked
+    assert_actionable(results)
