@@ -9,9 +9,8 @@ replicated part also split by t) and context parallel (s split by cp).
 Two terms the paper leaves out are kept because the measurement sees them (docs/estimate-memory.md):
 - the fp32 per-token statistics each norm saves (LayerNorm: mean and rstd, 8 bytes/token;
   RMSNorm: rstd, 4 bytes/token);
-- with fused attention (PyTorch SDPA/flash) the fp32 log-sum-exp (4 bytes per head per token)
-  and the attention output in the kernel's (b, a, s, d) layout, which the projection cannot
-  use without a copy to (b, s, h): one more 2sbh/t.
+- with fused attention (PyTorch SDPA/flash) the fp32 log-sum-exp (4 bytes per head per token);
+  its output is the projection input (the kernel writes it in (b, s, a, d) order, so no copy).
 """
 
 from __future__ import annotations
@@ -22,8 +21,13 @@ from diag.memory.plan import Plan
 Term = tuple[str, float]  # (what is saved, bytes)
 
 
-def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None) -> list[Term]:
-    """What one layer saves for one micro batch, per GPU (``recompute`` overrides the plan's)."""
+def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, device: str = "cuda") -> list[Term]:
+    """What one layer saves for one micro batch, per GPU (``recompute`` overrides the plan's).
+
+    ``device="cpu"`` models what PyTorch saves on CPU in bf16: dropout masks in the activation
+    dtype (2 bytes, not CUDA's 1-byte bool) and norm statistics in bf16 (not fp32).
+    """
+    mk = 2 if device == "cpu" else 1  # bytes per dropout-mask element
     recompute = plan.recompute if recompute is None else recompute
     t, b = plan.tp, plan.micro_batch
     s = plan.seq_len / plan.cp  # tokens of this rank's sequence chunk
@@ -31,7 +35,7 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None) -> li
     h, a, kvd, f = m.hidden, m.heads, m.kv_dim, m.ffn
     rep = t if plan.sequence_parallel else 1  # the part tensor parallelism replicates (norms, dropouts)
     sbh = s * b * h
-    stats = (8 if m.norm == "layer" else 4) * s * b
+    stats = (2 if m.norm == "layer" else 1) * (2 if device == "cpu" else 4) * s * b
     if recompute == "full":
         return [("layer input (2sbh/sp)", 2 * sbh / rep)]
 
@@ -45,15 +49,15 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None) -> li
         if recompute == "none":
             terms.append(("softmax output (2as²b/t)", 2 * a * s * s_kv * b / t))
             if m.dropout:
-                terms.append(("attention dropout mask (as²b/t)", a * s * s_kv * b / t))
+                terms.append(("attention dropout mask (as²b/t)", mk * a * s * s_kv * b / t))
                 terms.append(("attention dropout output (2as²b/t)", 2 * a * s * s_kv * b / t))
         terms.append(("projection input (2sbh/t)", 2 * sbh / t))
     else:
         if recompute == "none":
-            terms.append(("fused attention output + log-sum-exp (2sbh/t + 4asb/t)", (2 * sbh + 4 * a * s * b) / t))
+            terms.append(("fused attention log-sum-exp fp32 (4asb/t)", 4 * a * s * b / t))
         terms.append(("projection input (2sbh/t)", 2 * sbh / t))
     if m.dropout:
-        terms.append(("projection dropout mask (sbh)", sbh / rep))
+        terms.append(("projection dropout mask (sbh)", mk * sbh / rep))
     terms.append(("norm2 input (2sbh)", 2 * sbh / rep))
     k = m.top_k if m.experts > 1 else 1
     terms.append(("MLP input (2sbh)", 2 * sbh / rep))
@@ -64,12 +68,12 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None) -> li
     if m.experts > 1:
         terms.append(("router logits fp32 (4sbE)", 4 * s * b * m.experts / rep))
     if m.dropout:
-        terms.append(("MLP dropout mask (sbh)", sbh / rep))
+        terms.append(("MLP dropout mask (sbh)", mk * sbh / rep))
     return terms
 
 
-def layer_bytes(m: ModelSpec, plan: Plan, *, recompute: str | None = None) -> float:
-    return sum(v for _, v in layer_terms(m, plan, recompute=recompute))
+def layer_bytes(m: ModelSpec, plan: Plan, *, recompute: str | None = None, device: str = "cuda") -> float:
+    return sum(v for _, v in layer_terms(m, plan, recompute=recompute, device=device))
 
 
 def korthikanti(m: ModelSpec, plan: Plan) -> float:
