@@ -49,7 +49,7 @@ class MemoryPlanProbe(BaseProbe):
         if not issues:
             yield self.ok(ctx, "plan", f"tp={plan.tp} pp={plan.pp} dp={plan.dp_size} cp={plan.cp} ep={plan.ep} is consistent")
 
-        free, source = self._free_memory(ctx)
+        free, source = job.gpu_memory_from_nvml(ctx.nvml, "memory_free_bytes")  # what the job can still allocate
         if free is None and sec.get("gpu_memory"):
             free, source = parse_size(sec["gpu_memory"]), "config job.gpu_memory"
         if free is None:
@@ -74,27 +74,3 @@ class MemoryPlanProbe(BaseProbe):
         else:
             yield self.fail(ctx, "fit", f"{summary}: out of memory at {est['oom_when']}",
                             evidence=ev, remediation=fix, runbook="plan-does-not-fit", data=data)
-
-    @staticmethod
-    def _free_memory(ctx: Context) -> tuple[int | None, str]:
-        """Smallest free memory over this node's GPUs (what the job can still allocate)."""
-        try:
-            if ctx.nvml is not None:
-                api = ctx.nvml()
-            else:
-                from diag import nvml  # owned by probes-a; absent until merged
-
-                api = nvml.load()
-        except Exception as exc:  # no driver / library / module: treated as "no GPU"
-            return None, f"NVML not available ({type(exc).__name__})"
-        try:
-            free = [api.snapshot(i).memory_free_bytes for i in range(api.device_count())]
-        finally:
-            try:
-                api.close()
-            except Exception:
-                pass
-        free = [f for f in free if f]
-        if not free:
-            return None, "NVML reports no GPU memory"
-        return min(free), "NVML free memory"

@@ -79,8 +79,8 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
     }
 
 
-def gpu_memory_from_nvml(nvml_factory: Any = None) -> tuple[int | None, str | None]:
-    """Smallest total memory of the local GPUs via diag.nvml, or (None, reason)."""
+def gpu_memory_from_nvml(nvml_factory: Any = None, field: str = "memory_total_bytes") -> tuple[int | None, str]:
+    """Smallest ``field`` (total or free bytes) over the local GPUs via diag.nvml, or (None, reason)."""
     try:
         if nvml_factory is None:
             from diag import nvml as nvml_mod  # owned by probes-a; may not be merged yet
@@ -90,13 +90,13 @@ def gpu_memory_from_nvml(nvml_factory: Any = None) -> tuple[int | None, str | No
     except Exception as exc:  # no driver, no library, module missing: "no GPU"
         return None, f"NVML not available ({type(exc).__name__})"
     try:
-        totals = [api.snapshot(i).memory_total_bytes for i in range(api.device_count())]
+        values = [getattr(api.snapshot(i), field) for i in range(api.device_count())]
     finally:
         try:
             api.close()
         except Exception:
             pass
-    totals = [t for t in totals if t]
-    if not totals:
+    values = [v for v in values if v]
+    if not values:
         return None, "NVML shows no GPU memory"
-    return min(totals), "nvml"
+    return min(values), "NVML " + ("free memory" if "free" in field else "total memory")

@@ -80,3 +80,26 @@ def measure_layer_bytes(*, s: int, b: int, h: int, a: int, t: int = 1, attention
     total = sum(seen.values())
     out.float().sum().backward()  # the graph must be usable: a real training step
     return {"bytes_per_layer": total / layers, "distinct_saved": len(seen)}
+
+
+def grid() -> list[dict[str, Any]]:
+    """The accuracy grid of the tests and docs: tiny dims so the whole grid runs in seconds."""
+    import itertools
+
+    return [dict(s=s, b=b, h=h, a=a, t=t, attention=att, recompute=rc)
+            for (s, b), (h, a), t, att, rc in itertools.product(
+                [(64, 1), (128, 2)], [(64, 4), (128, 8)], [1, 2], ["eager", "flash"], ["none", "selective", "full"])
+            if not (att == "flash" and rc == "selective")]  # nothing to recompute with fused attention
+
+
+def compare(cfg: dict[str, Any]) -> tuple[float, float]:
+    """(measured, estimated) bytes per layer for one grid point, estimated for this CPU's dtypes."""
+    from diag.memory.activations import layer_bytes
+    from diag.memory.models import ModelSpec
+    from diag.memory.plan import Plan
+
+    measured = measure_layer_bytes(**cfg)["bytes_per_layer"]
+    m = ModelSpec("gpt-layer", 2, cfg["h"], cfg["a"], 128, 4 * cfg["h"], gated=False, bias=True, norm="layer", dropout=True)
+    plan = Plan(dp=1, tp=cfg["t"], seq_len=cfg["s"], micro_batch=cfg["b"], attention=cfg["attention"],
+                recompute=cfg["recompute"])
+    return measured, layer_bytes(m, plan, device="cpu")

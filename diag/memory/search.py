@@ -59,7 +59,10 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
             tried.append((f"{n1} + {n2}", c1 + c2, {**k1, **k2}))
     found: list[dict[str, Any]] = []
     seen: set[tuple] = set()
+    fitting_singles: list[dict[str, Any]] = []
     for name, cost, change in sorted(tried, key=lambda x: x[1]):
+        if any(all(change.get(k) == v for k, v in single.items()) for single in fitting_singles):
+            continue  # a pair that contains a change which fits alone only adds cost
         try:
             new = plan.replace(**change)
             if plan.world_size is not None and plan.dp == "auto":
@@ -78,6 +81,7 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
         if key in seen:
             continue
         seen.add(key)
+        fitting_singles.append(change)
         found.append({"change": name, "settings": change, "expected_cost": cost,
                       "total": est["breakdown"]["total"], "breakdown": est["breakdown"], "verdict": est["verdict"],
                       "plan": {k: v for k, v in new.to_dict().items() if k in ("tp", "pp", "dp_size", "cp", "zero",
