@@ -66,3 +66,39 @@ def test_megatron_yaml(tmp_path):
     doc = json.loads(p.stdout)
     assert (doc["plan"]["tp"], doc["plan"]["pp"], doc["plan"]["dp_size"]) == (8, 4, 2)
     assert doc["worst_stage"] in (0, 3)
+
+
+def test_job_config_section_and_flag_precedence(tmp_path):
+    cfg = tmp_path / "llmdiag.toml"
+    cfg.write_text('[job]\nmodel = "llama2-13b"\nworld_size = 16\ntp = 4\nseq_len = 2048\ngpu_memory = "80GiB"\n')
+    doc = json.loads(run("-c", str(cfg), "--tp", "8", "--format", "json").stdout)
+    assert doc["model"]["name"] == "llama2-13b" and doc["plan"]["tp"] == 8 and doc["plan"]["dp_size"] == 2
+    assert doc["gpu_memory"] == 80 * 2**30 and doc["gpu_memory_source"] == "config job.gpu_memory"
+    cfg.write_text('[job]\nzero = 7\n')
+    p = run("-c", str(cfg), "--model", "gpt2")
+    assert p.returncode == 2 and "job.zero" in p.stderr
+
+
+def test_deepspeed_config_and_hf_config(tmp_path):
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}}))
+    hf = tmp_path / "config.json"
+    hf.write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}))
+    doc = json.loads(run("--hf-config", str(hf), "--deepspeed-config", str(ds), "--dp", "8", "--format", "json").stdout)
+    assert doc["model"]["params"] == 124_439_808
+    assert doc["plan"]["zero"] == 3 and doc["plan"]["micro_batch"] == 2
+    if not str(doc["gpu_memory_source"]).startswith("NVML total"):  # no GPU and no --gpu-memory: no fit claimed
+        assert doc["verdict"] == "unknown" and doc["gpu_memory"] is None
+
+
+def test_terminal_and_markdown_renderers(tmp_path):
+    args = ("--model", "llama3-70b", "--tp", "8", "--world-size", "64", "--micro-batch", "2", "--seq-len", "8192",
+            "--gpu-memory", "80GiB")
+    term = run(*args, "--width", "160", "--no-color")
+    assert term.returncode == 1
+    for word in ("optimizer_states", "activations", "logits", "total", "out-of-memory", "What fits"):
+        assert word in term.stdout
+    out = tmp_path / "r.md"
+    md = run(*args, "--format", "markdown", "-o", str(out))
+    assert md.returncode == 1 and out.read_text().startswith("# Memory estimate: FAIL")
+    assert "| **total** |" in out.read_text()
