@@ -70,6 +70,8 @@ POS = click.IntRange(min=1)
 @click.option("--optimizer", type=click.Choice(["adam", "adamw", "sgd", "adam8bit"]))
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]))
 @click.option("--attention", type=click.Choice(["flash", "eager"]), help="Fused (flash/SDPA) or eager attention.")
+@click.option("--fused-norm/--unfused-norm", default=None,
+              help="Fused norm kernels (default) or PyTorch's composite nn.RMSNorm (fp32 copies).")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), help="DeepSpeed config JSON.")
 @click.option("--megatron-yaml", type=click.Path(dir_okay=False), help="Megatron-style YAML (parallel_policy: ...).")
 @click.option("--gpu-memory", callback=_size, help="GPU memory to plan against, e.g. 80GiB (default: NVML).")

@@ -35,12 +35,17 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
     h, a, kvd, f = m.hidden, m.heads, m.kv_dim, m.ffn
     rep = t if plan.sequence_parallel else 1  # the part tensor parallelism replicates (norms, dropouts)
     sbh = s * b * h
-    stats = (2 if m.norm == "layer" else 1) * (2 if device == "cpu" else 4) * s * b
+    stat_bytes = 2 if device == "cpu" and (m.norm == "layer" or plan.fused_norm) else 4  # composite RMSNorm: fp32
+    stats = (2 if m.norm == "layer" else 1) * stat_bytes * s * b
     if recompute == "full":
         return [("layer input (2sbh/sp)", 2 * sbh / rep)]
 
+    # PyTorch's composite RMSNorm upcasts: it keeps the fp32 input and fp32 x·rstd instead of the
+    # 16-bit input (8sbh instead of 2sbh); fused kernels (Megatron, TE, apex) keep the 16-bit input.
+    norm_in = 8 * sbh if (m.norm == "rms" and not plan.fused_norm) else 2 * sbh
+    norm_name = "norm1 input (8sbh: fp32 input + fp32 x·rstd, unfused RMSNorm)" if norm_in > 2 * sbh else "norm1 input (2sbh)"
     terms: list[Term] = [
-        ("norm1 input (2sbh)", 2 * sbh / rep),
+        (norm_name, norm_in / rep),
         ("norm statistics fp32 (2 norms)", 2 * stats / rep),
         ("QKV input (2sbh)", 2 * sbh / rep),
         ("Q, K, V (2sb(h+2kv_dim)/t)", 2 * s * b * (h + 2 * kvd) / t),
@@ -58,7 +63,7 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
         terms.append(("projection input (2sbh/t)", 2 * sbh / t))
     if m.dropout:
         terms.append(("projection dropout mask (sbh)", mk * sbh / rep))
-    terms.append(("norm2 input (2sbh)", 2 * sbh / rep))
+    terms.append((norm_name.replace("norm1", "norm2"), norm_in / rep))
     k = m.top_k if m.experts > 1 else 1
     terms.append(("MLP input (2sbh)", 2 * sbh / rep))
     if m.gated:

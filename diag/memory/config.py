@@ -29,6 +29,7 @@ register_section(
         Field("optimizer", "str", None, "optimizer", choices=plan.OPTIMIZERS),
         Field("recompute", "str", None, "activation recomputation", choices=plan.RECOMPUTE),
         Field("attention", "str", None, "flash (fused) or eager attention", choices=plan.ATTENTION),
+        Field("fused_norm", "bool", None, "fused norm kernels (false: PyTorch's composite nn.RMSNorm)"),
         Field("gpu_memory", "str", None, 'GPU memory to plan against when no GPU can be read ("80GiB")',
               validator=plan.size_error),
     ],
@@ -38,4 +39,4 @@ register_section(
 #: [job] keys that are plan fields (the rest select the model or the GPU size).
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "world_size", "gpus_per_node", "sequence_parallel", "vpp", "zero",
              "distributed_optimizer", "micro_batch", "global_batch", "seq_len", "precision", "optimizer",
-             "recompute", "attention")
+             "recompute", "attention", "fused_norm")

@@ -43,6 +43,7 @@ class Plan:
     optimizer: str = "adamw"
     recompute: str = "none"
     attention: str = "flash"
+    fused_norm: bool = True  # False: PyTorch's composite nn.RMSNorm (keeps fp32 copies of its input)
     bucket_mb: float = 25.0  # DDP / ZeRO reduce bucket, MB (ZeRO: reduce_bucket_size)
 
     def __post_init__(self) -> None:
