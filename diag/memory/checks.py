@@ -42,10 +42,12 @@ def check_plan(m: ModelSpec | None, plan: Plan) -> list[PlanIssue]:
         prod = tp * pp * d * cp
         if prod != plan.world_size:
             mp = tp * pp * cp
-            fix = (f"use a world size that is a multiple of tp×pp×cp = {mp} (e.g. {mp * max(1, plan.world_size // mp)}),"
-                   f" or dp = {plan.world_size // mp}" if plan.world_size % mp == 0 else
-                   f"world size {plan.world_size} is not a multiple of tp×pp×cp = {mp}; use a world size of "
-                   f"{mp * max(1, plan.world_size // mp)} or {mp * (plan.world_size // mp + 1)}, or change tp/pp/cp")
+            if plan.world_size % mp == 0:
+                fix = f"use dp = {plan.world_size // mp} (= world / (tp×pp×cp)), or --dp auto"
+            else:
+                lo = mp * max(1, plan.world_size // mp)
+                fix = (f"world size {plan.world_size} is not a multiple of tp×pp×cp = {mp}: run on {lo} or {lo + mp}"
+                       f" GPUs, or choose tp, pp, cp whose product divides {plan.world_size}")
             out.append(PlanIssue("world-size", "fail",
                                  f"tp({tp}) × pp({pp}) × dp({d}) × cp({cp}) = {prod} != world size ({plan.world_size})", fix))
     if tp > plan.gpus_per_node:

@@ -33,13 +33,13 @@ def _candidates(p: Plan) -> list[tuple[str, float, dict[str, Any]]]:
     mb = p.micro_batch
     while mb > 1:
         mb //= 2
-        c.append((f"micro batch {mb}", 0.05 * (p.micro_batch // mb).bit_length(), {"micro_batch": mb}))
+        c.append((f"micro batch {mb}", 0.05 * ((p.micro_batch // mb).bit_length() - 1), {"micro_batch": mb}))
     for k in (2, 4, 8):
         tp = p.tp * k
         if tp <= p.gpus_per_node:
-            c.append((f"tensor parallel {tp} (within a node)", 0.08 * k.bit_length(), {"tp": tp, "sequence_parallel": True}))
-        c.append((f"pipeline parallel {p.pp * k}", 0.10 * k.bit_length(), {"pp": p.pp * k}))
-        c.append((f"context parallel {p.cp * k}", 0.10 * k.bit_length(), {"cp": p.cp * k}))
+            c.append((f"tensor parallel {tp} (within a node)", 0.08 * (k.bit_length() - 1), {"tp": tp, "sequence_parallel": True}))
+        c.append((f"pipeline parallel {p.pp * k}", 0.10 * (k.bit_length() - 1), {"pp": p.pp * k}))
+        c.append((f"context parallel {p.cp * k}", 0.10 * (k.bit_length() - 1), {"cp": p.cp * k}))
     if p.zero < 3:
         c.append(("use ZeRO stage 3 / FSDP (also shard weights)", 0.15, {"zero": 3}))
     if p.recompute != "full":
@@ -50,7 +50,9 @@ def _candidates(p: Plan) -> list[tuple[str, float, dict[str, Any]]]:
 def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float | None = None,
             limit: int = 6) -> list[dict[str, Any]]:
     """Single changes, then pairs of the cheapest, that make the plan fit; ranked by expected cost."""
-    singles = _candidates(plan)
+    # Keep the GPU count: more tp/pp/cp comes out of dp (dp follows the world size).
+    base = plan.replace(world_size=plan.world, dp="auto") if plan.world_size is None else plan.replace(dp="auto")
+    singles = _candidates(base)
     tried: list[tuple[str, float, dict[str, Any]]] = list(singles)
     for i, (n1, c1, k1) in enumerate(singles):
         for n2, c2, k2 in singles[i + 1:]:
@@ -64,15 +66,11 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
         if any(all(change.get(k) == v for k, v in single.items()) for single in fitting_singles):
             continue  # a pair that contains a change which fits alone only adds cost
         try:
-            new = plan.replace(**change)
-            if plan.world_size is not None and plan.dp == "auto":
-                pass  # dp follows the world size
-            elif plan.world_size is not None:
-                new = new.replace(dp="auto")
+            new = base.replace(**change)
             issues = checks.failing(checks.check_plan(m, new))
         except Exception:  # an impossible combination (e.g. dp would be 0) is simply not a candidate
             continue
-        if issues or (plan.world_size is not None and new.tp * new.pp * new.cp > plan.world_size):
+        if issues or new.tp * new.pp * new.cp > base.world:
             continue
         est = estimate(m, new, params=params, gpu_memory=gpu_memory)
         if est["verdict"] != "fits":

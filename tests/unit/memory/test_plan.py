@@ -119,3 +119,18 @@ def test_oom_only_when_optimizer_state_arrives():
     assert v["verdict"] == "out-of-memory" and "step 2" in v["oom_when"]
     assert estimate.verdict(b, b["total"] - 2 * b["optimizer_states"])["oom_when"] == "step 1"
     assert estimate.verdict(b, int(b["total"] / 0.95))["verdict"] == "tight"
+
+
+def test_suggestions_keep_the_gpu_count_and_rank_by_cost():
+    from diag.memory import search
+
+    gpu = 40 * 2**30
+    p = Plan(dp=8, seq_len=4096)  # no world size: the 8 GPUs stay 8
+    tips = search.suggest(models.preset("llama2-13b"), p, gpu)
+    assert tips
+    costs = [t["expected_cost"] for t in tips]
+    assert costs == sorted(costs)
+    for t in tips:
+        q = t["plan"]
+        assert q["tp"] * q["pp"] * q["cp"] * q["dp_size"] == 8
+        assert t["total"] <= 0.9 * gpu
