@@ -107,15 +107,23 @@ def activation_lines(m: ModelSpec, plan: Plan, stage: int) -> list[Line]:
     return lines
 
 
+OVERHEADS = ("comm_buckets", "cuda_context", "nccl_buffers", "allocator_reserve")
+
+
 def overhead_lines(plan: Plan, rest: float) -> list[Line]:
+    """Runtime costs outside the textbook formulas; together they form ``breakdown["overheads"]``."""
     groups = {"dp": plan.dp_size * plan.cp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep}
-    comms = sum(1 for v in groups.values() if v > 1)
+    comms = [g for g, v in groups.items() if v > 1]
     buckets = 2 * plan.bucket_mb * 1e6 if groups["dp"] > 1 else 0.0
-    fixed = CUDA_CONTEXT + NCCL_PER_COMM * comms + buckets
-    return [Line("overheads", fixed + ALLOCATOR_RESERVE * (rest + buckets),
-                 "CUDA context + NCCL × communicators + 2 buckets + allocator reserve",
-                 {"cuda_context": CUDA_CONTEXT, "communicators": comms, "nccl_per_comm": NCCL_PER_COMM,
-                  "bucket_bytes": int(buckets), "allocator_reserve_fraction": ALLOCATOR_RESERVE})]
+    return [
+        Line("comm_buckets", buckets, "2 × reduce bucket (DDP / ZeRO), when dp×cp > 1",
+             {"bucket_mb": plan.bucket_mb, "dp_cp": groups["dp"]}),
+        Line("cuda_context", CUDA_CONTEXT, "CUDA context + cuBLAS workspace (lazy module loading)", {}),
+        Line("nccl_buffers", NCCL_PER_COMM * len(comms), "NCCL buffers × communicators",
+             {"communicators": comms, "per_communicator": NCCL_PER_COMM}),
+        Line("allocator_reserve", ALLOCATOR_RESERVE * (rest + buckets), "caching-allocator fragmentation × (model states + activations + logits + buckets)",
+             {"fraction": ALLOCATOR_RESERVE}),
+    ]
 
 
 def stage_lines(m: ModelSpec | None, params: float | None, plan: Plan, stage: int) -> list[Line]:
@@ -136,11 +144,12 @@ def estimate(m: ModelSpec | None, plan: Plan, *, params: float | None = None,
     per_stage = {st: stage_lines(m, params, plan, st) for st in stages}
     worst = max(stages, key=lambda st: sum(x.bytes for x in per_stage[st]))
     lines = per_stage[worst]
-    breakdown = {x.name: int(round(x.bytes)) for x in lines}
+    breakdown = {x.name: int(round(x.bytes)) for x in lines if x.name not in OVERHEADS}
+    breakdown["overheads"] = sum(int(round(x.bytes)) for x in lines if x.name in OVERHEADS)
     breakdown["total"] = sum(breakdown.values())
     out: dict[str, Any] = {
         "breakdown": breakdown,
-        "lines": [x.to_dict() for x in lines],
+        "lines": [x.to_dict() for x in lines],  # overheads itemised: comm_buckets ... allocator_reserve
         "worst_stage": worst,
         "stage_totals": {str(st): int(sum(x.bytes for x in per_stage[st])) for st in stages},
         "params_total": int(m.total_params()) if m is not None else int(params or 0),
