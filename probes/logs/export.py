@@ -18,6 +18,9 @@ def export_table(doc: dict, *, csv_path: str | None = None, parquet_path: str | 
     import pandas as pd  # lazy: heavy
 
     frame = pd.DataFrame(doc.get("steps", []), columns=COLUMNS)
+    for col in COLUMNS:
+        if col != "file":  # the JSON document spells NaN as "nan"; the table wants numbers
+            frame[col] = pd.to_numeric(frame[col], errors="coerce")
     if csv_path:
         frame.to_csv(_target(csv_path, protect), index=False)
     if parquet_path:

@@ -1,0 +1,68 @@
+"""Our own cases per framework and failure kind; healthy logs of each framework give nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probes.logs import analyze_paths
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+EXPECTED = {
+    "failing/cuda_error.log": ["cuda_error"],
+    "failing/hang.log": ["hang_no_progress"],
+    "failing/heartbeat.log": ["nccl_heartbeat_stuck"],
+    "failing/megatron_nan.log": ["nan_loss"],
+    "failing/mpirun_segv.log": ["segfault"],
+    "failing/oom_old.log": ["cuda_oom"],
+    "failing/rdzv_new.log": ["rendezvous_address_in_use"],
+    "failing/slurm_oom_kill.log": ["sigkill", "slurm_time_limit"],
+    "failing/spike_zero.log": ["zero_loss"],
+    "failing/throughput.log": ["throughput_drop"],
+    "failing/timeout_absent_rank.log": ["nccl_communicator_aborted", "nccl_timeout"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIX / "healthy").iterdir()))
+def test_healthy_logs_have_no_finding(name):
+    doc = analyze_paths([str(FIX / "healthy" / name)])
+    assert doc["findings"] == []
+    assert doc["metrics"]["num_steps_with_loss"] > 40
+    assert doc["status"] == "pass"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_failing_logs(name):
+    doc = analyze_paths([str(FIX / name)])
+    assert sorted({f["kind"] for f in doc["findings"]}) == EXPECTED[name]
+    for f in doc["findings"]:
+        assert f["runbook"] and f["cause"] and f["next_step"] and f["line"] >= 1
+
+
+def test_absent_rank_is_the_timeout_suspect():
+    doc = analyze_paths([str(FIX / "failing/timeout_absent_rank.log")])
+    t = next(f for f in doc["findings"] if f["kind"] == "nccl_timeout")
+    assert t["facts"]["suspect_ranks"] == [2]
+    assert t["facts"]["ranks_reporting"] == [0, 1, 3]
+
+
+def test_old_oom_converts_mib_to_gib():
+    f = analyze_paths([str(FIX / "failing/oom_old.log")])["findings"][0]
+    assert f["facts"]["oom_tried_to_allocate_raw"] == "110.33 MiB"
+    assert abs(f["facts"]["oom_tried_to_allocate_gib"] - 110.33 / 1024) < 1e-9
+    assert f["facts"]["oom_gpu_index"] == 3
+
+
+def test_trainer_contract_line_parses_as_key_value():
+    from probes.logs.formats import parse_progress
+    from probes.logs.prefixes import split_prefix
+
+    line = ("[rank0]: step=12 loss=3.4512 lr=3.0e-04 grad_norm=1.234 loss_scale=65536 step_time_ms=41.2 "
+            "tokens_per_s=12400 mem_gib=0.41")
+    pre = split_prefix(line)
+    rec = parse_progress(pre.message)
+    assert pre.rank == 0
+    assert rec == {"step": 12, "loss": 3.4512, "lr": 3.0e-04, "grad_norm": 1.234, "loss_scale": 65536.0,
+                   "step_time_ms": 41.2, "tokens_per_s": 12400.0, "memory_gib": 0.41, "format": "key-value"}
+    assert parse_progress("step=3 loss=nan")["loss"] != parse_progress("step=3 loss=nan")["loss"]
