@@ -18,9 +18,23 @@ from probes.logs.table import StepTable
 from probes.logs.unwrap import join_wrapped, needs_continuation
 
 
-def prefilter_regex() -> re.Pattern[bytes]:
+def prefilter_regex(engine: str = "auto"):
+    """One alternation of every keyword, compiled once and run over whole chunks.
+
+    With ``google-re2`` installed (optional) the DFA engine scans ~6x faster than ``re``
+    on this many alternatives (measured by bench/log_throughput.py); ``re`` is the fallback.
+    """
     parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
-    return re.compile("|".join(parts).encode())
+    pattern = "|".join(parts).encode()
+    if engine in ("auto", "re2"):
+        try:
+            import re2  # type: ignore[import-not-found]
+
+            return re2.compile(pattern)
+        except ImportError:
+            if engine == "re2":
+                raise
+    return re.compile(pattern)
 
 
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
@@ -240,3 +254,15 @@ def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None) 
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
     return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)
+
+
+def grep_pattern() -> str:
+    """The prefilter as a POSIX ERE for ``grep -cE`` (the benchmark's baseline)."""
+    import re as _re
+
+    def ere(lit: str) -> str:
+        return _re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit)
+
+    pats = [ere(k) for k in signatures.KEYWORDS] + [p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]")
+                                                     for p in signatures.PATTERNS]
+    return "|".join(pats)
