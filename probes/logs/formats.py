@@ -127,6 +127,12 @@ def parse_progress(msg: str) -> dict | None:
         rec[canon] = v
     if "loss" not in rec and "val_loss" not in rec:
         return None
+    if "train_runtime" in msg or "train_steps_per_second" in msg:
+        return None  # HF Trainer's end-of-training summary, not a step
+    if "step" not in rec and "iter" not in rec:
+        bar = _EPOCH_STEP.search(msg)
+        if bar:
+            rec["iter"] = int(bar["it"])
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     return _finish(rec)

@@ -127,7 +127,10 @@ def decode(raw: bytes, path: str, lineno: int, stats: ReadStats) -> str:
 
 def _line_bounds(buf: bytes, start: int, end: int) -> tuple[int, int]:
     """The physical line around [start, end); a carriage return also ends a progress-bar segment."""
-    ls = max(buf.rfind(b"\n", 0, start), buf.rfind(b"\r", 0, start)) + 1
+    ls = buf.rfind(b"\n", 0, start) + 1
+    cr = buf.rfind(b"\r", ls, start)  # only within this physical line: a full rfind would be quadratic
+    if cr >= 0:
+        ls = cr + 1
     le_n = buf.find(b"\n", end)
     le_n = len(buf) if le_n < 0 else le_n
     le_r = buf.find(b"\r", end, le_n)

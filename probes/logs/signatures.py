@@ -344,11 +344,14 @@ RULES: list[Rule] = [
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
     Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
-    Rule("Xid", R(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
+    Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
     Rule("ECC", R(r"(?i)uncorrectable ECC error|double[- ]bit ECC|ECC error"), _ecc),
     Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
     Rule("timed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
                         r"|RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+    # the client retries a refused store connection until its timeout: the same failure class
+    Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
+                         r"Connection refused)"), _rdzv_timeout),
     Rule("rendezvous", R(r"(\w+)_rendezvous_backend|rdzv[_-]backend[= ](\w+)"), _rdzv_context),
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
@@ -362,7 +365,8 @@ RULES: list[Rule] = [
     Rule("TIME LIMIT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) "
                          r"DUE TO TIME LIMIT"), _slurm),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
-    Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step"), _overflow),
+    Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
+         _overflow),
     Rule("Traceback", R(r"^Traceback \(most recent call last\):"), _traceback),
     Rule("rror", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?::\s*(?P<text>.*))?$"),
          _exception),
@@ -376,7 +380,7 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill")]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
-       "Killed", "Out of memory", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
+       "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration"]))
 #: Prefilter patterns that are not literals: NCCL return-code chains ("... -> 3", not "-> 1[1] via").
 PATTERNS: tuple[str, ...] = (r" -> \d+(?:\s|$)",)

@@ -66,3 +66,48 @@ def test_trainer_contract_line_parses_as_key_value():
     assert rec == {"step": 12, "loss": 3.4512, "lr": 3.0e-04, "grad_norm": 1.234, "loss_scale": 65536.0,
                    "step_time_ms": 41.2, "tokens_per_s": 12400.0, "memory_gib": 0.41, "format": "key-value"}
     assert parse_progress("step=3 loss=nan")["loss"] != parse_progress("step=3 loss=nan")["loss"]
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("NVRM: Xid (0000:3b:00): 48, pid=12, DBE (double bit error) ECC error", "ecc_xid"),
+    ("[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: 65536, reducing to 32768",
+     "grad_overflow"),
+    ("[c10d] The client socket has failed to connect to [node-0]:29500 (errno: 111 - Connection refused).",
+     "rendezvous_timeout"),
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to "
+     "(10.1.1.1, 29500).", "rendezvous_timeout"),
+    ("[PG 0 Rank 3] Timeout at NCCL work: 1234, last enqueued NCCL work: 1235, last completed NCCL work: 1233.",
+     "nccl_timeout"),
+    ("[E ProcessGroupNCCL.cpp:587] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
+     "TensorShape=[13172736], Timeout(ms)=1800000) ran for 1806986 milliseconds before timing out.", "nccl_timeout"),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error, "
+     "NCCL version 2.14.3", "nccl_system_error"),
+    ("torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled cuda error, NCCL version 2.18.1",
+     "nccl_unhandled_cuda_error"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "ecc_xid"),
+    ("RuntimeError: CUDA error: out of memory", "cuda_oom"),
+    ("slurmstepd: error: *** STEP 1234.0 ON node01 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***",
+     "slurm_time_limit"),
+    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1234) of binary: "
+     "/usr/bin/python", "sigkill"),
+    ("[1234567.1] Out of memory: Killed process 4242 (python) total-vm:1000kB", "sigkill"),
+    ("ValueError: the tokenizer has no pad token", "python_exception"),
+])
+def test_single_line_signatures(tmp_path, line, kind):
+    p = tmp_path / "one.log"
+    p.write_text(line + "\n")
+    assert [f["kind"] for f in analyze_paths([str(p)])["findings"]] == [kind]
+
+
+def test_prefilter_engines_agree():
+    from probes.logs.analyzer import LogAnalyzer, prefilter_regex
+    from probes.logs.readers import ReadStats, scan
+
+    results = []
+    for engine in ("re", "auto"):
+        an, stats = LogAnalyzer(), ReadStats()
+        for p in sorted(FIX.rglob("*.log")):
+            scan(str(p), prefilter_regex(engine), an, stats)
+            an.finish()
+        results.append(([(e.kind, e.file, e.line) for e in an.events], len(an.table), stats.lines))
+    assert results[0] == results[1]
