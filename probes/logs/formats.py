@@ -57,6 +57,9 @@ FIELD = re.compile(
     r"(?P<sep>\s*[:=]\s*|\s+)\[?(?P<val>" + NUM + r")(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
     re.IGNORECASE,
 )
+# plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
+# several times cheaper than the general FIELD alternation
+_KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
 _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 _LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
@@ -64,6 +67,10 @@ _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>
 
 
 def to_float(text: str) -> float | None:
+    try:
+        return float(text)  # the common case, without the string clean-up below
+    except ValueError:
+        pass
     t = text.replace(",", "").strip().lower()
     try:
         v = float(t)
@@ -73,6 +80,8 @@ def to_float(text: str) -> float | None:
 
 
 def _unit_scale(canon: str, unit: str, value: float) -> tuple[str, float]:
+    if canon not in ("step_time_ms", "step_time_s", "memory_gib"):
+        return canon, value
     unit = (unit or "").strip().lower()
     if canon == "step_time_ms" and unit == "s":
         return "step_time_ms", value * 1000.0
@@ -86,7 +95,8 @@ def _unit_scale(canon: str, unit: str, value: float) -> tuple[str, float]:
 def parse_progress(msg: str) -> dict | None:
     """A step (or eval) record from one message, or None when the line is not a progress line."""
     rec: dict = {}
-    mg = _MEGATRON.search(msg)
+    # substring guards first: a regex that starts with a lookbehind cannot skip ahead quickly
+    mg = _MEGATRON.search(msg) if "iteration" in msg else None
     if mg:
         rec["iter"] = int(mg["it"])
         rec["train_iters"] = int(mg["total"])
@@ -104,12 +114,22 @@ def parse_progress(msg: str) -> dict | None:
                 canon, v = _unit_scale(canon, "s" if "(s)" in key else "", v)
                 rec.setdefault(canon, v)
         return _finish(rec)
-    lit = _LITGPT.search(msg)
+    lit = _LITGPT.search(msg) if "iter " in msg and " step " in msg else None
     start = 0
     if lit:
         rec["iter"], rec["step"], rec["format"] = int(lit["it"]), int(lit["step"]), "litgpt"
         rec["optimizer_step"] = "(optimizer.step)" in msg
         start = lit.end()
+    if "=" in msg and ":" not in msg and "'" not in msg and '"' not in msg and " - " not in msg:
+        for f in _KV.finditer(msg, start):
+            canon = ALIASES.get(f[1].lower())
+            if canon is None or canon in rec:
+                continue
+            v = to_float(f[2])
+            if v is not None:
+                canon, v = _unit_scale(canon, f[3] or "", v)
+                rec.setdefault(canon, v)
+        start = len(msg)
     for f in FIELD.finditer(msg, start):
         key = f["key"].lower()
         canon = ALIASES[key]
@@ -130,7 +150,7 @@ def parse_progress(msg: str) -> dict | None:
     if "train_runtime" in msg or "train_steps_per_second" in msg:
         return None  # HF Trainer's end-of-training summary, not a step
     if "step" not in rec and "iter" not in rec:
-        bar = _EPOCH_STEP.search(msg)
+        bar = _EPOCH_STEP.search(msg) if "Epoch " in msg else None
         if bar:
             rec["iter"] = int(bar["it"])
     if "format" not in rec:
