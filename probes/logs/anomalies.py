@@ -185,6 +185,20 @@ def loss_scale_collapse(t: StepTable, idx: Sequence[int], s: Settings) -> dict |
         f"loss scale collapsed to {facts['loss_scale_min']:g}"), facts)
 
 
+def silent_tail(t: StepTable, idx: Sequence[int], lines_after: int) -> list[dict]:
+    """Without timestamps: the log goes on for many lines after the last step (a hang)."""
+    if len(idx) < 5:
+        return []
+    lines = [t.get("line", k) for k in idx]
+    spacing = statistics.median(b - a for a, b in zip(lines, lines[1:]) if b > a) if len(lines) > 1 else 1
+    if lines_after < 50 or lines_after < 20 * spacing:
+        return []
+    k = idx[-1]
+    f = {"last_step": _x(t, k)[1], "lines_after_last_step": lines_after, "typical_lines_per_step": spacing}
+    return [_finding("hang_no_progress", t, k, f"no training progress after {_x(t, k)[0]} {_x(t, k)[1]}: "
+                     f"{lines_after} more lines arrive (steps came every {spacing:g} lines)", f)]
+
+
 def stalls(t: StepTable, idx: Sequence[int], s: Settings, last_ts: float | None, noise_after: bool) -> list[dict]:
     ts = [(k, v) for k in idx if (v := t.get("ts", k)) is not None]
     if len(ts) < 2:

@@ -406,7 +406,14 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
             if tail:
                 last_ts = prefixes.split_prefix(tail).ts or prefixes.find_timestamp(tail)
                 noise_after = True
-        anoms += anomalies.stalls(t, idx, settings, last_ts, noise_after)
+        hang = anomalies.stalls(t, idx, settings, last_ts, noise_after)
+        if not hang and idx:
+            last_file = t.get("file", idx[-1])
+            same_file = [k for k in idx if t.get("file", k) == last_file]
+            after = stats.file_lines.get(last_file, 0) - t.get("line", idx[-1])
+            if all(t.get("ts", k) is None for k in same_file):  # with timestamps, time decides
+                hang = anomalies.silent_tail(t, same_file, after)
+        anoms += hang
     for a in anoms:
         f = _base(a["kind"])
         f.update({k: a[k] for k in ("rank", "step", "line", "file", "message", "facts", "ts")})

@@ -34,6 +34,7 @@ class ReadStats:
     candidate_lines: int = 0
     problems: list[dict] = dataclasses.field(default_factory=list)
     last_line: dict[str, str] = dataclasses.field(default_factory=dict)
+    file_lines: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def problem(self, file: str, kind: str, message: str, line: int | None = None) -> None:
         if len(self.problems) < 200:  # junk files can produce millions; a sample is enough
@@ -180,5 +181,6 @@ def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: Rea
         if tail:
             last = tail[tail.rfind(b"\n") + 1:][-4096:]
     stats.lines += base
+    stats.file_lines[path] = base
     if last:
         stats.last_line[path] = decode(last, path, base, stats)

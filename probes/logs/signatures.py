@@ -205,7 +205,13 @@ def _addr_in_use(m: re.Match[str], msg: str):
     return "rendezvous_address_in_use", f
 
 
+_STORE_CONTEXT = re.compile(r"(?i)c10d|TCPStore|socket|rendezvous|rdzv|store|MASTER_ADDR|init_process_group")
+
+
 def _rdzv_timeout(m: re.Match[str], msg: str):
+    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after")) and \
+            not _STORE_CONTEXT.search(msg):
+        return None  # an HTTP download or a metrics uploader timing out is not a rendezvous failure
     f: dict = {}
     t = re.search(r"Original timeout was (\d+) ?ms", msg)
     if t:
@@ -345,7 +351,8 @@ RULES: list[Rule] = [
          _oom_other),
     Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
-    Rule("ECC", R(r"(?i)uncorrectable ECC error|double[- ]bit ECC|ECC error"), _ecc),
+    # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
+    Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),
     Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
     Rule("timed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
                         r"|RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
@@ -380,7 +387,7 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill")]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
-       "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
+       "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration"]))
 #: Prefilter patterns that are not literals: NCCL return-code chains ("... -> 3", not "-> 1[1] via").
 PATTERNS: tuple[str, ...] = (r" -> \d+(?:\s|$)",)

@@ -12,6 +12,7 @@ FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 EXPECTED = {
     "failing/cuda_error.log": ["cuda_error"],
     "failing/hang.log": ["hang_no_progress"],
+    "failing/hang_no_ts.log": ["hang_no_progress"],
     "failing/heartbeat.log": ["nccl_heartbeat_stuck"],
     "failing/megatron_nan.log": ["nan_loss"],
     "failing/mpirun_segv.log": ["segfault"],
@@ -111,3 +112,17 @@ def test_prefilter_engines_agree():
             an.finish()
         results.append(([(e.kind, e.file, e.line) for e in an.events], len(an.table), stats.lines))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("line", [
+    "    ECC Errors",
+    "        Volatile Uncorr. ECC : 0",
+    "wandb: Network error: HTTPSConnectionPool: Connection timed out, entering retry loop",
+    "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "UserWarning: torch.cuda.amp.GradScaler is deprecated",
+    "node-1:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 8 cudaDev 0 busId 1000 - Init COMPLETE",
+])
+def test_harmless_lines_give_nothing(tmp_path, line):
+    p = tmp_path / "one.log"
+    p.write_text(line + "\n")
+    assert analyze_paths([str(p)])["findings"] == []
