@@ -238,7 +238,7 @@ class LogAnalyzer:
         self._close_block()
 
 
-def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None) -> dict:
+def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
     """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
     from probes.logs import config as cfg
     from probes.logs.diagnosis import build_document
@@ -249,8 +249,13 @@ def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None) 
     analyzer = LogAnalyzer()
     rx = prefilter_regex()
     t0 = time.monotonic()
+    from probes.logs import parallel
+
     for f in files:
         kw = {"chunk": chunk} if chunk else {}
+        if (workers is None or workers > 1) and parallel.worth_splitting(f):
+            parallel.scan_parallel(f, analyzer, stats, workers=workers, chunk=chunk)
+            continue
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
     return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)

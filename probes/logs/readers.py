@@ -74,8 +74,14 @@ def open_binary(path: str) -> io.BufferedIOBase:
     return fh
 
 
-def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK) -> Iterator[bytes]:
-    """Chunks that end at a newline (the remainder travels into the next chunk)."""
+def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK, start: int = 0,
+                end: int | None = None) -> Iterator[bytes]:
+    """Chunks that end at a newline (the remainder travels into the next chunk).
+
+    With a byte range (plain files only) reading starts at the first line that begins at or
+    after ``start`` and stops after the line that contains byte ``end - 1``, so adjacent
+    ranges cover every line exactly once.
+    """
     try:
         fh = open_binary(path)
     except OSError as exc:
@@ -83,9 +89,22 @@ def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK) -> Iterator[byt
         return
     rest = b""
     try:
+        if start:
+            fh.seek(start - 1)
+            if fh.read(1) != b"\n":
+                fh.readline()
+        pos = fh.tell() if end is not None else 0  # stdin and gzip streams are never split
         while True:
             try:
-                data = fh.read(chunk)
+                if end is not None and pos >= end:
+                    data = b""
+                elif end is not None:
+                    data = fh.read(min(chunk, end - pos))
+                    pos += len(data)
+                    if pos >= end and data and not data.endswith(b"\n"):
+                        data += fh.readline()
+                else:
+                    data = fh.read(chunk)
             except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
                 stats.problem(path, "truncated", f"stopped reading: {type(exc).__name__}: {exc}")
                 data = b""
@@ -139,13 +158,14 @@ def _line_bounds(buf: bytes, start: int, end: int) -> tuple[int, int]:
 
 
 def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: ReadStats,
-         chunk: int = CHUNK) -> None:
+         chunk: int = CHUNK, start: int = 0, end: int | None = None) -> None:
     """Feed every prefilter-matching line of ``path`` (and requested followers) to ``consumer``."""
-    stats.files.append(path)
+    if not start:
+        stats.files.append(path)
     base = 0  # lines before the current chunk
     want = 0  # following lines the consumer still wants (may span chunks)
     last = b""
-    for buf in iter_chunks(path, stats, chunk):
+    for buf in iter_chunks(path, stats, chunk, start, end):
         counted_to = 0
         newlines = 0
 
