@@ -301,10 +301,11 @@ def _slurm(m: re.Match[str], msg: str):
 
 def _overflow(m: re.Match[str], msg: str):
     f: dict = {}
-    a = re.search(r"Attempted loss scale: ([\d.e+]+)", msg)
+    a = re.search(r"Attempted loss scale: (\d+(?:\.\d+)?(?:e\+?\d+)?)", msg)
     if a:
         f["attempted_loss_scale"] = float(a[1])
-    r = re.search(r"reducing (?:loss scale )?to:? ([\d.e+]+)|setting loss scale to:? ([\d.e+]+)", msg)
+    r = re.search(r"reducing (?:loss scale )?to:? (\d+(?:\.\d+)?(?:e\+?\d+)?)|"
+                  r"setting loss scale to:? (\d+(?:\.\d+)?(?:e\+?\d+)?)", msg)
     if r:
         f["new_loss_scale"] = float(r[1] or r[2])
     if "hysteresis" in msg:
