@@ -33,7 +33,11 @@ def _where(f: Mapping[str, Any]) -> str:
 def _metrics_line(m: Mapping[str, Any]) -> str:
     if not m.get("num_steps_with_loss"):
         return "no training progress lines"
-    s = f"{m['num_steps_with_loss']} step(s) with loss, steps {_v(m.get('first_step'))}..{_v(m.get('last_step'))}"
+    if m.get("first_step") is not None:
+        span = f"steps {_v(m['first_step'])}..{_v(m.get('last_step'))}"
+    else:
+        span = f"epochs {_v(m.get('first_epoch'))}..{_v(m.get('last_epoch'))}"
+    s = f"{m['num_steps_with_loss']} step(s) with loss, {span}"
     if m.get("loss_min") is not None:
         s += f", loss {_v(m['first_loss'])} -> {_v(m['loss_last'])} (min {_v(m['loss_min'])}, max {_v(m['loss_max'])})"
     return s

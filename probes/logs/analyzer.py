@@ -37,6 +37,8 @@ def prefilter_regex(engine: str = "auto"):
     return re.compile(pattern)
 
 
+#: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
+_FILE_RANK = re.compile(r"(?:rank|worker)[_-]?(\d+)(?!\d)", re.IGNORECASE)
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
@@ -124,6 +126,7 @@ class LogAnalyzer:
         self.unique_steps: dict[int | None, int] = {}
         self.optimizer_step_lines = 0
         self.last_progress: dict[str, tuple[int, float | None]] = {}
+        self._file_rank: dict[str, int | None] = {}
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
@@ -137,6 +140,13 @@ class LogAnalyzer:
                 return 0
             return 1
         pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        if pre.rank is None:
+            rank = self._file_rank.get(file, -1)
+            if rank == -1:
+                m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
+                rank = self._file_rank[file] = int(m[1]) if m else None
+            if rank is not None:
+                pre = pre._replace(rank=rank)
         if self._block is not None:
             self._block.feed(pre.message)
             if self._block.done:

@@ -425,7 +425,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     roots = sorted((f for f in findings), key=lambda f: PRIORITY.index(f["kind"]))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
-    first_fail = next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None), None)
+    first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
+        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
     for f in roots:

@@ -126,3 +126,11 @@ def test_harmless_lines_give_nothing(tmp_path, line):
     p = tmp_path / "one.log"
     p.write_text(line + "\n")
     assert analyze_paths([str(p)])["findings"] == []
+
+
+def test_rank_from_per_rank_file_names(tmp_path):
+    (tmp_path / "rank0.log").write_text("step=1 loss=2.0\n")
+    (tmp_path / "rank1.log").write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    doc = analyze_paths([str(tmp_path)])
+    assert [(f["kind"], f["rank"]) for f in doc["findings"]] == [("cuda_error", 1)]
+    assert doc["first_failing_rank"] == 1
