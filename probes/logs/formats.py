@@ -60,6 +60,7 @@ FIELD = re.compile(
 # plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
 # several times cheaper than the general FIELD alternation
 _KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
+_EVAL_LINE = re.compile(r"\s*step \d+: train loss [^,]+, val loss")
 _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 _LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
@@ -155,6 +156,8 @@ def parse_progress(msg: str) -> dict | None:
             rec["iter"] = int(bar["it"])
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
+    if _EVAL_LINE.match(msg):
+        rec["_eval_line"] = True
     return _finish(rec)
 
 
@@ -180,9 +183,11 @@ def _finish(rec: dict) -> dict:
                 rec[k] = int(rec[k])
             else:
                 del rec[k]
-    if "val_loss" in rec and "loss" in rec and rec.get("format") == "nanogpt" or (
-            "val_loss" in rec and "step_time_ms" not in rec and "lr" not in rec and "grad_norm" not in rec):
+    # an eval record: only a validation loss, or nanoGPT's "step N: train loss X, val loss Y"
+    # (a Lightning bar that shows train_loss and the last val_loss is still a training step)
+    if "val_loss" in rec and ("loss" not in rec or rec.pop("_eval_line", False)):
         rec["eval"] = True
+    rec.pop("_eval_line", None)
     if "loss" not in rec and "val_loss" not in rec and rec.get("format") != "megatron":
         return None  # type: ignore[return-value]
     return rec
