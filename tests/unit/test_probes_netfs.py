@@ -34,32 +34,30 @@ def by_check(results):
 
 
 # -- ports ---------------------------------------------------------------------------------
-def test_busy_port_is_reported_with_this_process_as_holder():
+@pytest.fixture
+def listening_port():
+    """A port this test process really holds (listening on loopback)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen(1)
-    port = s.getsockname()[1]
-    try:
-        res = by_check(list(PortsProbe().run(ctx_for({"network": {"port_range": f"{port}-{port + 2}"}},
-                                                      env={"MASTER_PORT": str(port)}))))
-    finally:
-        s.close()
+    yield s.getsockname()[1]
+    s.close()
+
+
+def test_busy_port_is_reported_with_this_process_as_holder(listening_port):
+    port = listening_port
+    res = by_check(list(PortsProbe().run(ctx_for({"network": {"port_range": f"{port}-{port + 2}"}},
+                                                  env={"MASTER_PORT": str(port)}))))
     mp = res["master_port"]
     assert mp.status.value == "fail" and mp.runbook == "port-in-use"
     assert f"pid {os.getpid()}" in mp.summary
     assert mp.data["busy"][str(port)][0]["pid"] == os.getpid()
 
 
-def test_busy_port_inside_range_named():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    port = s.getsockname()[1]
-    try:
-        res = by_check(list(PortsProbe().run(ctx_for({"network": {"port_range": f"{port - 1}-{port + 1}"},
-                                                      "cluster": {"master_port": 1}}))))
-    finally:
-        s.close()
+def test_busy_port_inside_range_named(listening_port):
+    port = listening_port
+    res = by_check(list(PortsProbe().run(ctx_for({"network": {"port_range": f"{port - 1}-{port + 1}"},
+                                                  "cluster": {"master_port": 1}}))))
     pr = res["port_range"]
     assert pr.status.value == "fail" and str(port) in pr.data["busy"]
     assert pr.data["busy"][str(port)][0]["pid"] == os.getpid()
@@ -230,3 +228,33 @@ def test_mountinfo_parsing_and_classes():
     assert mount_of("/lustre", mounts)["source"].startswith("10.0.0.1")
     assert [classify(t) for t in ("nfs4", "lustre", "gpfs", "beegfs", "ceph", "overlay", "tmpfs", "xfs")] == \
         ["nfs", "lustre", "gpfs", "beegfs", "cephfs", "overlay", "tmpfs", "local"]
+
+
+def test_bounded_call_gives_up_on_a_blocking_syscall():
+    """A read on an empty pipe blocks in the kernel, like stat on a dead NFS mount."""
+    import time
+
+    from probes.bounded import Hung, call_bounded
+
+    r, w = os.pipe()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(Hung):
+            call_bounded(os.read, 0.2, r, 1)
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        os.write(w, b"x")  # let the abandoned thread finish
+        os.close(w)
+
+
+def test_io_files_are_tracked_for_cleanup_while_they_exist(tmp_path):
+    from probes.filesystem import _probe_io
+
+    seen = []
+
+    def track(p):
+        seen.append(p)
+        assert Path(p).exists() and Path(p).parent == tmp_path and Path(p).name.startswith(".llmdiag-")
+
+    out = _probe_io(str(tmp_path), 1, 5.0, track, lambda p: seen.remove(p))
+    assert out["written_mb"] == 1 and seen == [] and os.listdir(tmp_path) == []
