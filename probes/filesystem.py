@@ -194,13 +194,13 @@ class FilesystemProbe(BaseProbe):
             return
         data.update({k: round(v, 1) if isinstance(v, float) else v for k, v in io.items()})
         if size:
-            ev += [("write", round(io["write_mb_s"], 1), ctx.config.get("filesystem", "min_write_mb_s"), "MB/s"),
-                   ("read", round(io["read_mb_s"], 1), None, f"MB/s ({io['read_method']})"),
+            ev += [("write", round(io["write_mb_s"], 1), ctx.config.get("filesystem", "min_write_mb_s"), "MiB/s"),
+                   ("read", round(io["read_mb_s"], 1), None, f"MiB/s ({io['read_method']})"),
                    ("tested", round(io["written_mb"], 1), size, "MiB")]
-            summary += f", write {io['write_mb_s']:.0f} MB/s (fsync), read {io['read_mb_s']:.0f} MB/s"
+            summary += f", write {io['write_mb_s']:.0f} MiB/s (fsync), read {io['read_mb_s']:.0f} MiB/s"
         minw = ctx.config.get("filesystem", "min_write_mb_s")
         if size and minw is not None and io["write_mb_s"] < minw:
-            yield self.warn(ctx, check, summary + f": below {minw:g} MB/s", evidence=ev, data=data, runbook="path-slow",
+            yield self.warn(ctx, check, summary + f": below {minw:g} MiB/s", evidence=ev, data=data, runbook="path-slow",
                             remediation=f"Use faster storage for {path} or check its load (iostat -x 1).")
             return
         yield self.ok(ctx, check, summary + ", writable", evidence=ev, data=data)

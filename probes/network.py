@@ -118,6 +118,11 @@ class NetworkProbe(BaseProbe):
             return self.warn(ctx, check, f"{sel.rule} selects {first}, a {kind} interface: other nodes cannot reach it "
                              "or it is slow", evidence=ev, data=data, remediation=fix, runbook="nic-selection")
         speed = ifaces[first]["speed_mbps"] or 0
+        floor = ctx.config.get("network", "min_speed_mbps")
+        if floor and speed and speed < floor:
+            return self.warn(ctx, check, f"{sel.rule} selects {first} at {speed} Mb/s, below network.min_speed_mbps "
+                             f"{floor}", evidence=ev + [("speed", speed, floor, "Mb/s")], data=data,
+                             remediation=fix, runbook="nic-selection")
         if speed and fastest and speed < fastest:
             return self.warn(ctx, check, f"{sel.rule} selects {first} at {speed} Mb/s; a faster interface "
                              f"({fastest} Mb/s) is up", evidence=ev, data=data, remediation=fix, runbook="nic-selection")

@@ -258,3 +258,15 @@ def test_io_files_are_tracked_for_cleanup_while_they_exist(tmp_path):
 
     out = _probe_io(str(tmp_path), 1, 5.0, track, lambda p: seen.remove(p))
     assert out["written_mb"] == 1 and seen == [] and os.listdir(tmp_path) == []
+
+
+def test_min_speed_floor_on_a_real_interface():
+    import psutil
+
+    fast = [(n, s.speed) for n, s in psutil.net_if_stats().items() if s.isup and s.speed and n != "lo"]
+    if not fast:
+        pytest.skip("no up interface here reports a link speed")
+    name, speed = fast[0]
+    r = by_check(list(NetworkProbe().run(ctx_for({"network": {"min_speed_mbps": speed + 1}},
+                                                 env={"NCCL_SOCKET_IFNAME": f"={name}"}))))["nccl_ifname"]
+    assert r.status.value == "warn" and "min_speed_mbps" in r.summary
