@@ -114,6 +114,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m diag.trainer") ->
         parser.error(str(exc))
     if args.heads and args.hidden % args.heads:
         parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    if args.fsdp and args.device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); use DDP (the default) here")
+    elif args.fsdp:
+        parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); drop --device cpu or --fsdp")
     if under_launcher(os.environ):
         from diag.trainer.train import run_worker
 

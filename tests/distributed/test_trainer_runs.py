@@ -101,3 +101,23 @@ def test_launcher_max_restarts_resumes_after_crash(tmp_path):
 def test_bad_flags_exit_2(tmp_path):
     proc = _run(tmp_path, "--inject", "boom@3")
     assert proc.returncode == 2 and "KIND@STEP" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_torchrun_max_restarts_resumes_from_checkpoint(tmp_path):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun not installed")
+    ck, log = tmp_path / "ck", tmp_path / "tr.log"
+    argv = [torchrun, "--nproc-per-node", "2", "--max-restarts", "1", "--standalone",
+            "-m", "diag.trainer", "--threads", "1", "--batch-size", "4",
+            "--seq-len", "32", "--hidden", "32", "--steps", "12", "--checkpoint-every", "5",
+            "--checkpoint-dir", str(ck), "--inject", "crash@7:rank=1", "--log-file", str(log)]
+    proc = subprocess.run(argv, env=cli_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    text = log.read_text()
+    assert text.count("inject: crash at step 7") == 2, text[-2000:]  # first attempt and the restart
+    assert "resume: from checkpoint" in text and "at step 5" in text
+    assert proc.returncode != 0 and "ChildFailedError" in proc.stderr
