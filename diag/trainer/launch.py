@@ -1,0 +1,140 @@
+"""Start the trainer: as one worker under torchrun, or spawn ``--nproc`` workers here.
+
+Standalone, each worker is ``python -m diag.trainer ARGS`` with the torchrun environment
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``).
+When a worker fails, the others get a few seconds to fail on their own (their collective
+timeout, say), then SIGTERM and SIGKILL; a torchrun-style ``ChildFailedError`` block names the
+first failure. With ``--max-restarts N`` the whole group restarts and resumes from the newest
+complete checkpoint, as ``torchrun --max-restarts`` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from diag.trainer.config import build_parser
+
+WORKER_ENV = "LLMDIAG_TRAIN_WORKER"
+GRACE_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def under_launcher(env) -> bool:
+    return "RANK" in env and "WORLD_SIZE" in env
+
+
+def _emit(text: str, log_file: str | None) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    if log_file:
+        with open(log_file, "a") as f:
+            f.write(text)
+
+
+def _failure_block(rank: int, code: int, pid: int, when: float, nproc: int) -> str:
+    stamp = datetime.datetime.fromtimestamp(when, datetime.timezone.utc).strftime("%Y-%m-%d_%H:%M:%S")
+    return (
+        "llmdiag.trainer.launch.ChildFailedError:\n"
+        "============================================================\n"
+        "diag.trainer FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        f"[0]:\n  time      : {stamp}\n  host      : {socket.gethostname()}\n"
+        f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {code} (pid: {pid})\n"
+        f"  error_file: <N/A>\n  nproc     : {nproc}\n"
+        "============================================================\n"
+    )
+
+
+def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
+    """One generation of workers; 0 when all succeed, else the first failure's exit code."""
+    port = free_port()
+    procs = []
+    for rank in range(nproc):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   **{WORKER_ENV: "1"})
+        procs.append(subprocess.Popen([sys.executable, "-m", "diag.trainer", *argv], env=env))
+    first = None
+    try:
+        while any(p.poll() is None for p in procs):
+            if first is None:
+                for rank, p in enumerate(procs):
+                    if p.returncode not in (None, 0):
+                        first = (rank, p.returncode, p.pid, time.time())
+                        break
+            elif time.time() - first[3] > GRACE_S:
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGTERM)
+                deadline = time.time() + 3
+                while any(p.poll() is None for p in procs) and time.time() < deadline:
+                    time.sleep(0.05)
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            time.sleep(0.05)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    if first is None:
+        bad = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
+        if not bad:
+            return 0
+        first = (bad[0][0], bad[0][1].returncode, bad[0][1].pid, time.time())
+    _emit(_failure_block(first[0], first[1], first[2], first[3], nproc), log_file)
+    return first[1] if first[1] > 0 else 1
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m diag.trainer") -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    from diag.trainer import inject
+
+    try:
+        for spec in args.inject:
+            inject.parse(spec)
+    except inject.InjectError as exc:
+        parser.error(str(exc))
+    if args.heads and args.hidden % args.heads:
+        parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    if args.fsdp and args.device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); use DDP (the default) here")
+    elif args.fsdp:
+        parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); drop --device cpu or --fsdp")
+    if under_launcher(os.environ):
+        from diag.trainer.train import run_worker
+
+        code = run_worker(args)
+        sys.stdout.flush()
+        os._exit(code)  # skip interpreter teardown: a peer's dead socket must not hang the exit
+    if args.threads is None:
+        argv += ["--threads", str(max(1, (os.cpu_count() or 1) // args.nproc))]
+    code = 0
+    for attempt in range(args.max_restarts + 1):
+        if attempt:
+            _emit(f"llmdiag train: restarting all {args.nproc} workers (restart {attempt}/{args.max_restarts})\n",
+                  args.log_file)
+        code = spawn_once(argv, args.nproc, args.log_file)
+        if code == 0:
+            break
+    sys.exit(code)

@@ -1,0 +1,44 @@
+"""Every injected fault is found and explained by ``llmdiag analyze-log`` on the trainer's own log."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import cli_env, llmdiag_argv
+
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(importlib.util.find_spec("diag.commands.analyze_log") is None,
+                       reason="analyze-log (branch logs) is not merged yet: diag.commands.analyze_log not importable"),
+]
+TINY = ["--nproc", "2", "--threads", "1", "--batch-size", "4", "--seq-len", "32", "--hidden", "32",
+        "--collective-timeout", "3"]
+CASES = {
+    "nan@6": ({"nan_loss"}, 6),
+    "spike@8": ({"loss_spike"}, 8),
+    "slow@6:rank=1:factor=8": ({"throughput_drop", "straggler", "slow_rank"}, None),
+    "hang@6:rank=1": ({"nccl_timeout", "collective_timeout", "gloo_timeout"}, None),
+    "crash@6:rank=1": ({"child_failed", "python_exception", "exception"}, None),
+    "oom@6": ({"cuda_oom"}, None),
+}
+
+
+@pytest.mark.parametrize("spec", list(CASES))
+def test_injected_fault_is_diagnosed(tmp_path, spec):
+    log = tmp_path / "train.log"
+    subprocess.run(llmdiag_argv("train", *TINY, "--steps", "14", "--inject", spec, "--log-file", str(log)),
+                   env=cli_env(), capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    proc = subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    doc = json.loads(proc.stdout)
+    kinds, step = CASES[spec]
+    found = [f for f in doc["findings"] if f["kind"] in kinds]
+    assert found, f"{spec}: expected one of {kinds}, got {[f['kind'] for f in doc['findings']]}"
+    if step is not None:
+        assert any(f.get("step") == step for f in found)
+    if spec.startswith(("hang", "crash")):
+        assert any(f.get("rank") in (0, 1) for f in found)

@@ -1,0 +1,38 @@
+"""The smoke-train probe: skip by default, a real local 2-process run when [smoke] is enabled."""
+
+from __future__ import annotations
+
+import pytest
+
+from diag.config import Config
+from diag.context import Context
+from diag.result import Status
+from probes.smoke import SmokeTrainProbe
+from tests.conftest import cli_env
+
+
+def test_skips_without_group_or_config():
+    ctx = Context.create(config=Config.default(), env=cli_env())
+    (res,) = list(SmokeTrainProbe().run(ctx))
+    assert res.status == Status.SKIP and "enabled" in res.summary
+
+
+@pytest.mark.distributed
+def test_local_run_passes_every_check():
+    cfg = Config.from_mapping({"smoke": {"enabled": True, "steps": 8, "straggler_factor": 20.0}})
+    ctx = Context.create(config=cfg, env=cli_env())
+    results = {r.check: r for r in SmokeTrainProbe().run(ctx)}
+    assert results["loss"].status == Status.PASS, results["loss"].summary
+    assert results["params"].status == Status.PASS
+    assert len(set(results["params"].data["checksums"].values())) == 1
+    assert results["step-time"].status == Status.PASS
+
+
+def test_judge_flags_diverged_params_and_straggler():
+    ctx = Context.create(config=Config.default(), env=cli_env())
+    ranks = [{"rank": 0, "losses": {"1": 5.0, "2": 4.0}, "checksum": "a", "step_ms": [50, 10, 10]},
+             {"rank": 1, "losses": {"1": 5.0, "2": 4.0}, "checksum": "b", "step_ms": [50, 10, 11]},
+             {"rank": 2, "losses": {"1": 5.0, "2": 4.0}, "checksum": "a", "step_ms": [50, 90, 95]}]
+    out = {r.check: r for r in SmokeTrainProbe()._judge(ctx, ranks, "test", 1.5)}
+    assert out["params"].status == Status.FAIL and out["params"].runbook == "params-diverged"
+    assert out["step-time"].status == Status.WARN and "rank 2" in out["step-time"].summary
