@@ -41,6 +41,9 @@ KINDS: dict[str, tuple[str, str, str, str]] = {
                                   "a leftover process)", "pick a free MASTER_PORT or kill the old process"),
     "rendezvous_timeout": (ERROR, "rendezvous-timeout", "workers could not reach the rendezvous store in time",
                            "check MASTER_ADDR/port reachability (llmdiag preflight) and that all nodes started"),
+    "gloo_timeout": (ERROR, "nccl-timeout", "a gloo collective timed out waiting for a peer rank (a rank "
+                     "stopped participating, or the network between them is blocked)",
+                     "find the rank that did not reach the collective (its log ends first)"),
     "child_failed": (ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
                      "read the root-cause rank's own log (its first error)"),
     "sigkill": (ERROR, "worker-sigkill", "a worker was killed with SIGKILL (often the host OOM killer)",
@@ -76,7 +79,7 @@ KINDS: dict[str, tuple[str, str, str, str]] = {
 PRIORITY = ["ecc_xid", "cuda_oom", "cuda_error", "nccl_unhandled_cuda_error", "nccl_system_error",
             "nccl_internal_error", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "hang_no_progress",
+            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
 

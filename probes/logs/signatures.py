@@ -72,6 +72,11 @@ def _timeout(m: re.Match[str], msg: str):
     return "nccl_timeout", f
 
 
+def _gloo_timeout(m: re.Match[str], msg: str):
+    """gloo (CPU) collectives time out in the transport, without a WorkNCCL record."""
+    return "gloo_timeout", {"timeout_ms": int(m["ms"]), "op": m["op"], "backend": "gloo"}
+
+
 def _int(v: str) -> int | str:
     try:
         return int(v)
@@ -339,6 +344,8 @@ RULES: list[Rule] = [
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
                             r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
          _work_status),
+    Rule("Timed out waiting", R(r"gloo/.*Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"),
+         _gloo_timeout),
     Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
     Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|DistBackendError.*NCCL"),
