@@ -1,0 +1,143 @@
+"""``llmdiag nccl-bench``: collective bandwidth as nccl-tests reports it, plus which node is slow.
+
+Short flags are nccl-tests' (``-b -e -f -w -n -c -d -o -r``), so a command line copied from
+nccl-tests works; the options every llmdiag command shares are therefore long-only here
+(``--format``, ``--output``, ``--config``).
+"""
+
+from __future__ import annotations
+
+import click
+
+from diag.cliutil import config_option, emit_doc, output_options
+from diag.exitcodes import ExitCode
+from diag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
+
+
+def _long_only(*names: str):
+    """Drop the short aliases of shared options whose letters nccl-tests already uses."""
+
+    def deco(fn):
+        for param in getattr(fn, "__click_params__", []):
+            if param.name in names:
+                param.opts = [o for o in param.opts if o.startswith("--")]
+        return fn
+
+    return deco
+
+
+def _corruption(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    try:
+        rank, _, count = value.partition(":")
+        return int(rank), int(count or 1)
+    except ValueError:
+        from diag.errors import UsageError
+
+        raise UsageError(f"--inject-corruption expects RANK:ELEMENTS, got {value!r}") from None
+
+
+@click.command("nccl-bench")
+@click.option("-b", "--min-bytes", default=None, metavar="SIZE", help="Smallest message, e.g. 8, 1K, 16M (default 1K).")
+@click.option("-e", "--max-bytes", default=None, metavar="SIZE", help="Largest message, e.g. 1G (default 16M).")
+@click.option("-f", "--step-factor", type=click.IntRange(1, 1024), default=None, help="Size multiplier (default 2).")
+@click.option("-w", "--warmup-iters", type=click.IntRange(0), default=None, help="Untimed iterations per size.")
+@click.option("-n", "--iters", type=click.IntRange(1), default=None, help="Timed iterations per size.")
+@click.option("-c", "--check", type=click.IntRange(0, 1), default=None, help="1: count wrong elements; 0: skip.")
+@click.option("-d", "--dtype", type=click.Choice(DTYPES), default=None, help="Element type (default float).")
+@click.option("-o", "--op", type=click.Choice(OPS), default=None, help="Reduction op (default sum).")
+@click.option("-r", "--root", type=click.IntRange(0), default=None, help="Root rank of broadcast.")
+@click.option("-C", "--collective", "collectives", multiple=True, type=click.Choice(COLLECTIVES + ("all",)),
+              help="Collective to run (repeatable; default all_reduce).")
+@click.option("--nproc", type=click.IntRange(1, 256), default=None,
+              help="Standalone: local processes (default: one per GPU, else [nccl_bench] nproc = 2).")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="nccl on GPUs, gloo on CPU (auto).")
+@click.option("--expect-busbw", type=click.FloatRange(0, min_open=True), default=None, metavar="GB/S",
+              help="Fail when the plateau busbw is below this (times [nccl_bench] min_fraction).")
+@click.option("--pairwise", is_flag=True, help="Also measure send/recv between node pairs and name slow ones.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Also write the rows as CSV.")
+@click.option("--inject-corruption", default=None, hidden=True,
+              help="Test hook RANK:N: that rank spoils N elements of its result before the check.")
+@_long_only("config_path")
+@config_option
+@_long_only("fmt", "output")
+@output_options()
+def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dtype, op, root, collectives, nproc,
+               backend, expect_busbw, pairwise, csv_path, inject_corruption, config_path, fmt, output, width,
+               no_color):
+    """Benchmark collectives (all_reduce, all_gather, reduce_scatter, broadcast, all_to_all,
+    sendrecv) and print nccl-tests' table: algbw, busbw and #wrong, out-of-place and in-place.
+
+    Runs as one rank under torchrun / srun / mpirun, or standalone (one process per local GPU,
+    or --nproc CPU processes with gloo). Exit code 1 when the plateau busbw misses the
+    expectation, an element is wrong, a rank fails, or --pairwise finds a slow node or link.
+    """
+    import os
+
+    from diag.config import Config
+    from diag.launcher import parse_launcher
+    from diag.ncclbench import launch, verdict
+    from diag.ncclbench.config import build_spec
+    from reports.base import check_output_path
+
+    env = dict(os.environ)
+    config = Config.load(config_path, env).with_overrides({
+        ("nccl_bench", "min_bytes"): min_bytes,
+        ("nccl_bench", "max_bytes"): max_bytes,
+        ("nccl_bench", "step_factor"): step_factor,
+        ("nccl_bench", "warmup_iters"): warmup_iters,
+        ("nccl_bench", "iters"): iters,
+        ("nccl_bench", "check"): None if check is None else bool(check),
+        ("nccl_bench", "dtype"): dtype,
+        ("nccl_bench", "op"): op,
+        ("nccl_bench", "root"): root,
+        ("nccl_bench", "collectives"): list(collectives) or None,
+        ("nccl_bench", "backend"): backend,
+        ("nccl_bench", "expected_busbw_gbps"): expect_busbw,
+    })
+    settings = config.section("nccl_bench")
+    spec = build_spec(settings, pairwise=pairwise, inject_corruption=_corruption(inject_corruption))
+    if csv_path:
+        check_output_path(csv_path, [config_path] if config_path else [])
+    info = parse_launcher(env)
+    if info.distributed:
+        result = launch.run_under_launcher(spec, info, env)
+        rank = info.rank
+    else:
+        gpus = launch.cuda_device_count()
+        use_gpus = launch.resolve_backend(spec.backend, gpus) == "nccl"
+        result = launch.spawn_local(spec, nproc or (gpus if use_gpus else settings["nproc"]), env=env)
+        rank = 0
+    doc = verdict.build_doc(result, settings)
+    if rank == 0:
+        emit_doc(doc, fmt, output, width, no_color, env=env, protect=[config_path] if config_path else [])
+        if csv_path:
+            write_csv(doc, csv_path)
+    if doc["status"] == "fail":
+        raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def csv_frame(doc):
+    """The rows as a flat pandas DataFrame (one column per nccl-tests column)."""
+    import pandas as pd
+
+    records = []
+    for r in doc["results"]:
+        rec = {k: r[k] for k in ("collective", "size", "count", "type", "redop", "root")}
+        for key, prefix in (("out_of_place", "oop"), ("in_place", "ip")):
+            cell = r.get(key) or {}
+            for field in ("time_us", "algbw", "busbw", "wrong"):
+                rec[f"{prefix}_{field}"] = cell.get(field)
+        records.append(rec)
+    frame = pd.DataFrame.from_records(records)
+    for col in ("oop_wrong", "ip_wrong"):
+        if col in frame:
+            frame[col] = frame[col].astype("Int64")  # N/A stays empty, counts stay integers
+    return frame
+
+
+def write_csv(doc, path: str) -> None:
+    from reports.base import write_atomic
+
+    write_atomic(path, csv_frame(doc).to_csv(index=False))

@@ -1,0 +1,161 @@
+"""The ``[nccl_bench]`` config section and :class:`BenchSpec`, the validated run description.
+
+Flags override the file, which overrides the defaults below. A :class:`BenchSpec` is plain
+data (JSON-serialisable) because it crosses process boundaries: the standalone launcher
+hands it to every worker process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from diag.config import Field, register_section
+from diag.errors import UsageError
+from diag.ncclbench.sizes import parse_size, size_sweep
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+DTYPES = ("float", "half", "bfloat16", "double", "int8", "uint8", "int32", "int64")
+OPS = ("sum", "prod", "min", "max", "avg")
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+def _size_ok(value: Any) -> str | None:
+    try:
+        parse_size(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _collectives_ok(value: Any) -> str | None:
+    bad = [c for c in value if c not in COLLECTIVES and c != "all"]
+    return f"unknown collective(s) {', '.join(bad)} (accepted: {', '.join(COLLECTIVES)}, all)" if bad else None
+
+
+register_section(
+    "nccl_bench",
+    [
+        Field("expected_busbw_gbps", "float", None, "plateau bus bandwidth the hardware should reach (GB/s)", min=0),
+        Field("min_fraction", "float", 0.9, "pass when plateau busbw >= this fraction of the expected value",
+              min=0.01, max=1.0),
+        Field("collectives", "str_list", ["all_reduce"], "collectives to run", validator=_collectives_ok),
+        Field("min_bytes", "str", "1K", "smallest message (nccl-tests -b)", validator=_size_ok),
+        Field("max_bytes", "str", "16M", "largest message (nccl-tests -e)", validator=_size_ok),
+        Field("step_factor", "int", 2, "size multiplier between rows (nccl-tests -f)", min=1, max=1024),
+        Field("warmup_iters", "int", 5, "untimed iterations per size (nccl-tests -w)", min=0, max=100000),
+        Field("iters", "int", 20, "timed iterations per size (nccl-tests -n)", min=1, max=1000000),
+        Field("check", "bool", True, "count wrong elements after each collective (nccl-tests -c)"),
+        Field("dtype", "str", "float", "element type (nccl-tests -d)", choices=DTYPES),
+        Field("op", "str", "sum", "reduction operation (nccl-tests -o)", choices=OPS),
+        Field("root", "int", 0, "root rank of broadcast (nccl-tests -r)", min=0),
+        Field("backend", "str", "auto", "nccl on GPUs, gloo on CPU; auto picks", choices=BACKENDS),
+        Field("nproc", "int", 2, "CPU processes of a standalone run without GPUs", min=1, max=256),
+        Field("plateau_sizes", "int", 3, "the largest N sizes whose busbw form the plateau", min=1, max=64),
+        Field("straggler_fraction", "float", 0.5,
+              "a rank whose own busbw is below this fraction of the median rank's is a straggler",
+              min=0.0, max=1.0),
+        Field("pairwise_bytes", "str", "16M", "message size of each pairwise send/recv", validator=_size_ok),
+        Field("pairwise_iters", "int", 5, "timed exchanges per pair", min=1, max=100000),
+        Field("pairwise_low_fraction", "float", 0.5,
+              "a link below this fraction of the reference bandwidth is slow", min=0.01, max=1.0),
+        Field("pairwise_samples", "int", 2, "extra partners measured per suspect node after the ring", min=0,
+              max=64),
+        Field("timeout_s", "float", 300.0, "bound on the whole run (rendezvous included)", min=1, max=86400),
+        # The preflight probe's short version: small sizes, few iterations.
+        Field("probe_max_bytes", "str", "4M", "largest message of the preflight probe", validator=_size_ok),
+        Field("probe_iters", "int", 5, "timed iterations per size in the preflight probe", min=1, max=10000),
+        Field("probe_nproc", "int", 2, "local CPU processes of the probe without a cluster group", min=2,
+              max=64),
+        Field("auto_pairwise", "bool", True, "run --pairwise from preflight when busbw is low"),
+    ],
+    "Collective benchmark (llmdiag nccl-bench and the preflight 'nccl' probe).",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSpec:
+    """What every rank runs. Sizes are bytes; ``inject_corruption`` is a test hook."""
+
+    collectives: tuple[str, ...] = ("all_reduce",)
+    sizes: tuple[int, ...] = (1 << 10,)
+    warmup_iters: int = 5
+    iters: int = 20
+    check: bool = True
+    dtype: str = "float"
+    op: str = "sum"
+    root: int = 0
+    backend: str = "auto"
+    pairwise: bool = False
+    pairwise_bytes: int = 16 << 20
+    pairwise_iters: int = 5
+    pairwise_low_fraction: float = 0.5
+    pairwise_samples: int = 2
+    timeout_s: float = 300.0
+    #: (rank, elements): that rank overwrites this many elements of its result before the check.
+    inject_corruption: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchSpec:
+        d = dict(d)
+        for key in ("collectives", "sizes"):
+            d[key] = tuple(d[key])
+        if d.get("inject_corruption") is not None:
+            d["inject_corruption"] = tuple(d["inject_corruption"])
+        return cls(**d)
+
+
+def _size(value: Any, flag: str) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def build_spec(section: Mapping[str, Any], *, pairwise: bool = False,
+               inject_corruption: tuple[int, int] | None = None) -> BenchSpec:
+    """A validated spec from the merged ``[nccl_bench]`` values (flags already applied).
+
+    Raises :class:`UsageError` (exit 2) for contradictions the config types cannot express.
+    """
+    lo = _size(section["min_bytes"], "--min-bytes")
+    hi = _size(section["max_bytes"], "--max-bytes")
+    if lo <= 0:
+        raise UsageError(f"--min-bytes must be at least 1 byte, got {section['min_bytes']}")
+    if lo > hi:
+        raise UsageError(f"--min-bytes ({section['min_bytes']}) is larger than --max-bytes ({section['max_bytes']})")
+    factor = int(section["step_factor"])
+    if factor < 2 and lo != hi:
+        raise UsageError(f"--step-factor must be >= 2 when --min-bytes != --max-bytes, got {factor}")
+    collectives = list(section["collectives"])
+    if "all" in collectives:
+        collectives = list(COLLECTIVES)
+    collectives = list(dict.fromkeys(collectives))
+    return BenchSpec(
+        collectives=tuple(collectives),
+        sizes=tuple(size_sweep(lo, hi, factor)),
+        warmup_iters=int(section["warmup_iters"]),
+        iters=int(section["iters"]),
+        check=bool(section["check"]),
+        dtype=section["dtype"],
+        op=section["op"],
+        root=int(section["root"]),
+        backend=section["backend"],
+        pairwise=pairwise,
+        pairwise_bytes=_size(section["pairwise_bytes"], "pairwise_bytes"),
+        pairwise_iters=int(section["pairwise_iters"]),
+        pairwise_low_fraction=float(section["pairwise_low_fraction"]),
+        pairwise_samples=int(section["pairwise_samples"]),
+        timeout_s=float(section["timeout_s"]),
+        inject_corruption=inject_corruption,
+    )
+
+
+def check_world(spec: BenchSpec, world_size: int) -> None:
+    """Checks that need the world size (known only once the job is up)."""
+    if spec.root >= world_size:
+        raise UsageError(f"--root {spec.root} is not a rank of this job (world size {world_size})")

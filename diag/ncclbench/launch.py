@@ -1,0 +1,229 @@
+"""Processes and process groups: where the benchmark's ranks come from.
+
+Three ways in:
+- **under a launcher** (torchrun, srun, mpirun or plain ``MASTER_ADDR``/``RANK``/``WORLD_SIZE``
+  variables; parsed once by :mod:`diag.launcher`): this process is one rank;
+- **standalone**: :func:`spawn_local` starts N worker processes on this host (one per local GPU,
+  or ``--nproc`` CPU processes) that meet on a free port of 127.0.0.1;
+- **an existing group** (the preflight cluster agent's): :func:`run_on_group`.
+
+Every rank ends with the same result dict (rows are combined across ranks inside the
+sweep), so every rank can compute the same verdict and exit with the same code.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from diag.errors import LlmdiagError, UsageError
+from diag.ncclbench.config import BenchSpec, check_world
+
+
+class BenchFailed(LlmdiagError):
+    """A rank crashed or the run timed out: the collective path itself is broken (exit 1)."""
+
+    exit_code = 1
+
+
+def cuda_device_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - a broken CUDA install means "no GPU" here
+        return 0
+
+
+def resolve_backend(requested: str, gpus: int) -> str:
+    """``auto`` → nccl with GPUs, gloo without; an explicit nccl without GPUs is a usage error."""
+    if requested == "auto":
+        return "nccl" if gpus > 0 else "gloo"
+    if requested == "nccl" and gpus == 0:
+        raise UsageError("--backend nccl needs a CUDA GPU, and torch sees none (use --backend gloo)")
+    return requested
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def run_on_group(spec: BenchSpec, group, *, backend: str, node_name: str | None = None) -> dict[str, Any]:
+    """The sweep (and pairwise when asked) on an initialised group; the same dict on every rank."""
+    import torch
+    import torch.distributed as dist
+
+    from diag.ncclbench import pairwise, runner
+
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    check_world(spec, n)
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    hosts: list[Any] = [None] * n
+    host = node_name or socket.gethostname()
+    dist.all_gather_object(hosts, host, group=group)
+    started = time.time()
+    rows = runner.sweep(spec, group, device, rank, n)
+    pw = None
+    if spec.pairwise:
+        pw = pairwise.measure(group, device, rank, n, nbytes=spec.pairwise_bytes, iters=spec.pairwise_iters,
+                              low_fraction=spec.pairwise_low_fraction, samples=spec.pairwise_samples,
+                              node_name=host)
+    return {
+        "world_size": n,
+        "backend": backend,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch_version": str(torch.__version__),
+        "nccl_version": _nccl_version() if backend == "nccl" else None,
+        "hosts": [str(h) for h in hosts],
+        "nodes": len(set(hosts)),
+        "spec": spec.to_dict(),
+        "rows": rows,
+        "pairwise": pw,
+        "duration_s": time.time() - started,
+    }
+
+
+def _nccl_version() -> str | None:
+    try:
+        import torch
+
+        v = torch.cuda.nccl.version()
+        return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_rank(spec: BenchSpec, *, rank: int, world_size: int, local_rank: int, master_addr: str,
+             master_port: int, backend: str, node_name: str | None = None) -> dict[str, Any]:
+    """Join the job as ``rank``, run, leave. Rendezvous and every collective are bounded by
+    ``spec.timeout_s`` (a dead peer must end the run, not hang it)."""
+    import torch
+    import torch.distributed as dist
+
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    timeout = datetime.timedelta(seconds=spec.timeout_s)
+    dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank,
+                            world_size=world_size, timeout=timeout)
+    try:
+        return run_on_group(spec, None, backend=backend, node_name=node_name)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_under_launcher(spec: BenchSpec, info, env: Mapping[str, str]) -> dict[str, Any]:
+    """This process is one rank of a job started by torchrun / srun / mpirun / plain variables."""
+    if info.problems:
+        raise UsageError("launcher variables are inconsistent: " + "; ".join(info.problems))
+    if info.rank is None or info.world_size is None:
+        raise UsageError(f"{info.kind} launch without RANK/WORLD_SIZE: cannot tell which rank this is")
+    if not info.master_addr:
+        raise UsageError("MASTER_ADDR is not set: export the rendezvous host (e.g. the first node of the job)")
+    local_rank = info.local_rank if info.local_rank is not None else 0
+    backend = resolve_backend(spec.backend, cuda_device_count())
+    return run_rank(spec, rank=info.rank, world_size=info.world_size, local_rank=local_rank,
+                    master_addr=info.master_addr, master_port=info.master_port or 29500, backend=backend,
+                    node_name=env.get("LLMDIAG_NODE_NAME"))
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    keep = [ln for ln in text if "Warning" not in ln and "warnings.warn" not in ln]
+    return "\n".join(keep[-lines:])
+
+
+def spawn_local(spec: BenchSpec, nproc: int, *, env: Mapping[str, str]) -> dict[str, Any]:
+    """Run ``nproc`` ranks as worker processes on this host; rank 0's result.
+
+    The workers are real processes (``python -m diag.ncclbench.launch``) meeting on a free
+    port of 127.0.0.1. One that fails ends the run: the others are killed, and its stderr is
+    in the error message.
+    """
+    gpus = cuda_device_count()
+    backend = resolve_backend(spec.backend, gpus)
+    if backend == "nccl" and nproc > gpus:
+        raise UsageError(f"--nproc {nproc} with NCCL needs {nproc} GPUs; torch sees {gpus}")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="llmdiag-nccl-") as tmp:
+        tmpdir = Path(tmp)
+        spec_file = tmpdir / "spec.json"
+        spec_file.write_text(json.dumps(spec.to_dict()))
+        procs = []
+        for r in range(nproc):
+            wenv = dict(env)
+            wenv.update(RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
+                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            # All ranks are on this host: keep gloo on loopback unless the user chose an interface.
+            wenv.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            wenv["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                               wenv.get("PYTHONPATH")]))
+            err = open(tmpdir / f"rank{r}.err", "w")  # noqa: SIM115 - closed below
+            argv = [sys.executable, "-m", "diag.ncclbench.launch", str(spec_file), str(tmpdir / f"rank{r}.json"),
+                    backend]
+            procs.append((subprocess.Popen(argv, env=wenv, stdin=subprocess.DEVNULL, stdout=err, stderr=err), err))
+        try:
+            _wait_all(procs, spec.timeout_s + 30, tmpdir)
+        finally:
+            for p, err in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+                err.close()
+        return json.loads((tmpdir / "rank0.json").read_text())
+
+
+def _wait_all(procs, timeout_s: float, tmpdir: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        codes = [p.poll() for p, _ in procs]
+        failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            r, code = failed[0]
+            if code == 2:
+                raise UsageError(_tail(tmpdir / f"rank{r}.err", 3) or f"rank {r} rejected the arguments")
+            raise BenchFailed(f"rank {r} of {len(procs)} exited with code {code}:\n{_tail(tmpdir / f'rank{r}.err')}")
+        if all(c == 0 for c in codes):
+            return
+        if time.monotonic() > deadline:
+            stuck = [r for r, c in enumerate(codes) if c is None]
+            raise BenchFailed(f"the run did not finish within {timeout_s:g} s (ranks still running: {stuck}); "
+                              "a rank is hung in a collective or the rendezvous")
+        time.sleep(0.05)
+
+
+def _worker_main(argv: list[str]) -> int:
+    """Entry of one spawned rank: spec file, result file, backend."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    spec_file, out_file, backend = argv
+    spec = BenchSpec.from_dict(json.loads(Path(spec_file).read_text()))
+    env = os.environ
+    try:
+        result = run_rank(spec, rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
+                          local_rank=int(env["LOCAL_RANK"]), master_addr=env["MASTER_ADDR"],
+                          master_port=int(env["MASTER_PORT"]), backend=backend,
+                          node_name=env.get("LLMDIAG_NODE_NAME"))
+    except UsageError as exc:
+        print(f"llmdiag: {exc}", file=sys.stderr)
+        return 2
+    Path(out_file).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""Which node or link is slow: send/recv bandwidth between pairs of nodes.
+
+One rank per node (the lowest rank on each host) represents it; when every rank is on one
+host (a standalone run) each rank stands for itself. Pairs are measured one at a time, so
+two transfers never share a link and a number belongs to exactly one pair: first the ring
+neighbours (every node in two pairs, m measurements), then, for every node in a slow ring
+pair, a few partners outside the ring (``samples``), which tells a slow node (all its links
+slow) from a slow cable or switch port (one link slow, both ends fine elsewhere).
+
+Each measurement is a simultaneous exchange in both directions; bandwidth is bytes per
+direction / time, in GB/s (10^9 B/s). A rate limit on one node's egress therefore shows on
+every pair that node is part of.
+
+Reference: the median over nodes of each node's best link. A plain median of links would be
+dragged down by the slow node itself (on 3 nodes, 2 of 3 ring links touch it); each node's
+best link is what its hardware can do when the other end is healthy.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+from typing import Any
+
+
+def _units(hosts: list[str]) -> list[tuple[str, int]]:
+    """(label, rank) of the rank representing each node, in rank order."""
+    if len(set(hosts)) == 1:
+        return [(f"{hosts[0]}:rank{r}", r) for r in range(len(hosts))]
+    seen: dict[str, int] = {}
+    for r, h in enumerate(hosts):
+        seen.setdefault(h, r)
+    return list(seen.items())
+
+
+def ring_pairs(m: int) -> list[tuple[int, int]]:
+    if m < 2:
+        return []
+    if m == 2:
+        return [(0, 1)]
+    return [(i, (i + 1) % m) for i in range(m)]
+
+
+def sample_pairs(m: int, suspects: list[int], done: set[frozenset[int]], samples: int) -> list[tuple[int, int]]:
+    """Up to ``samples`` new partners for each suspect, healthy nodes first, nearest first."""
+    out: list[tuple[int, int]] = []
+    chosen = set(done)
+    for s in suspects:
+        others = sorted((u for u in range(m) if u != s), key=lambda u: (u in suspects, (u - s) % m))
+        picked = 0
+        for u in others:
+            if picked >= samples:
+                break
+            key = frozenset((s, u))
+            if key in chosen:
+                continue
+            chosen.add(key)
+            out.append((s, u))
+            picked += 1
+    return out
+
+
+def localise(labels: list[str], links: list[dict[str, Any]], low_fraction: float) -> dict[str, Any]:
+    """Name slow nodes and slow links from measured ``links`` ({a, b, gbps} with unit indices).
+
+    A node is slow when at least two of its links were measured and at least three quarters
+    of them are slow; a slow link whose ends are both otherwise fine is reported as a link.
+    """
+    best: dict[int, float] = {}
+    per_unit: dict[int, list[dict[str, Any]]] = {}
+    for link in links:
+        for u in (link["a"], link["b"]):
+            best[u] = max(best.get(u, 0.0), link["gbps"])
+            per_unit.setdefault(u, []).append(link)
+    reference = statistics.median(best.values()) if best else 0.0
+    threshold = low_fraction * reference
+    slow = [link for link in links if link["gbps"] < threshold]
+    slow_nodes = []
+    for u, mine in sorted(per_unit.items()):
+        bad = [link for link in mine if link["gbps"] < threshold]
+        if len(mine) >= 2 and len(bad) >= 2 and len(bad) >= 0.75 * len(mine):
+            slow_nodes.append({
+                "node": labels[u],
+                "links": [{"peer": labels[link["b"] if link["a"] == u else link["a"]], "gbps": link["gbps"]}
+                          for link in mine],
+                "median_gbps": statistics.median(link["gbps"] for link in mine),
+            })
+    blamed = {n["node"] for n in slow_nodes}
+    slow_links = [
+        {"a": labels[link["a"]], "b": labels[link["b"]], "gbps": link["gbps"]}
+        for link in slow
+        if labels[link["a"]] not in blamed and labels[link["b"]] not in blamed
+    ]
+    return {
+        "reference_gbps": reference,
+        "threshold_gbps": threshold,
+        "slow_nodes": slow_nodes,
+        "slow_links": slow_links,
+    }
+
+
+def _exchange_seconds(peer: int, nbytes: int, iters: int, device, group) -> float:
+    import torch
+    import torch.distributed as dist
+
+    from diag.ncclbench.collectives import group_peer
+
+    send = torch.ones(max(1, nbytes), dtype=torch.uint8, device=device)
+    recv = torch.empty_like(send)
+    gpeer = group_peer(group, peer)
+
+    def once():
+        ops = [dist.P2POp(dist.isend, send, gpeer, group), dist.P2POp(dist.irecv, recv, gpeer, group)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        if send.is_cuda:
+            torch.cuda.synchronize(device)
+
+    once()  # warm-up: connection setup is not bandwidth
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        once()
+    return (time.perf_counter() - t0) / iters
+
+
+def measure(group, device, rank: int, n: int, *, nbytes: int, iters: int, low_fraction: float,
+            samples: int, node_name: str | None = None) -> dict[str, Any]:
+    """Run the pairwise schedule on every rank (collective: all ranks must call it)."""
+    import torch
+    import torch.distributed as dist
+
+    from diag.ncclbench.timing import Clock
+
+    clock = Clock(group, device)
+    hosts: list[Any] = [None] * n
+    dist.all_gather_object(hosts, node_name or socket.gethostname(), group=group)
+    units = _units([str(h) for h in hosts])
+    labels = [u[0] for u in units]
+    links: list[dict[str, Any]] = []
+
+    def run_pairs(pairs: list[tuple[int, int]], phase: str) -> None:
+        for a, b in pairs:
+            ra, rb = units[a][1], units[b][1]
+            clock.barrier()
+            mine = 0.0
+            if rank in (ra, rb):
+                mine = _exchange_seconds(rb if rank == ra else ra, nbytes, iters, device, group)
+            t = torch.tensor([mine], dtype=torch.float64, device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+            seconds = float(t.item())
+            links.append({"a": a, "b": b, "ranks": [ra, rb], "phase": phase, "time_us": seconds * 1e6,
+                          "gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0})
+
+    m = len(units)
+    run_pairs(ring_pairs(m), "ring")
+    first = localise(labels, links, low_fraction)
+    suspects = sorted({lk["a"] for lk in links if lk["gbps"] < first["threshold_gbps"]}
+                      | {lk["b"] for lk in links if lk["gbps"] < first["threshold_gbps"]})
+    done = {frozenset((lk["a"], lk["b"])) for lk in links}
+    run_pairs(sample_pairs(m, suspects, done, samples), "sample")
+    verdict = localise(labels, links, low_fraction)
+    notes = []
+    if m < 2:
+        notes.append("only one node: nothing to compare")
+    elif m == 2:
+        notes.append("two nodes: a slow pair is found, but which end is slow needs a third node")
+    return {
+        "bytes": nbytes,
+        "iters": iters,
+        "low_fraction": low_fraction,
+        "nodes": [{"node": label, "rank": r} for label, r in units],
+        "links": [dict(lk, a=labels[lk["a"]], b=labels[lk["b"]]) for lk in links],
+        **verdict,
+        "notes": notes,
+    }

@@ -1,0 +1,200 @@
+"""From measured rows to the ``nccl-bench`` document: footer numbers, plateau, straggler,
+pass/fail findings.
+
+- *Avg bus bandwidth* is nccl-tests' number: the mean busbw over every row and both columns,
+  small messages included (so it depends on the size range; compare it only between runs
+  with the same ``-b/-e/-f``).
+- *Plateau busbw* is what compares with hardware: the mean, over the largest
+  ``plateau_sizes`` sizes, of the better of the two columns at each size.
+- A *straggler* is a rank whose own busbw over the plateau rows (from its own time) is below
+  ``straggler_fraction`` of the median rank's.
+
+Findings are plain dicts shaped like :class:`diag.result.Result` fields, so the preflight
+probe turns them into results and the command into its exit code, from the same logic.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from diag.ncclbench.collectives import busbw_factor
+from diag.result import SCHEMA_VERSION, Status
+
+RUNBOOK_LOW = "nccl-low-bandwidth"
+RUNBOOK_WRONG = "nccl-wrong-results"
+RUNBOOK_STRAGGLER = "straggler-rank"
+RUNBOOK_SLOW_LINK = "slow-link"
+
+
+def cells(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in (row.get("out_of_place"), row.get("in_place")) if c]
+
+
+def by_collective(rows: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["collective"], []).append(r)
+    return out
+
+
+def avg_busbw(rows: list[Mapping[str, Any]]) -> float | None:
+    values = [c["busbw"] for r in rows for c in cells(r)]
+    return sum(values) / len(values) if values else None
+
+
+def plateau_rows(rows: list[Mapping[str, Any]], plateau_sizes: int) -> list[Mapping[str, Any]]:
+    sizes = sorted({r["size"] for r in rows})[-plateau_sizes:]
+    return [r for r in rows if r["size"] in sizes]
+
+
+def plateau_busbw(rows: list[Mapping[str, Any]], plateau_sizes: int) -> float | None:
+    best = [max(c["busbw"] for c in cells(r)) for r in plateau_rows(rows, plateau_sizes) if cells(r)]
+    return sum(best) / len(best) if best else None
+
+
+def wrong_total(rows: list[Mapping[str, Any]]) -> int:
+    return sum(int(c.get("wrong") or 0) for r in rows for c in cells(r))
+
+
+def rank_busbw(rows: list[Mapping[str, Any]], world_size: int) -> list[float]:
+    """Each rank's mean busbw over ``rows``, computed from that rank's own times."""
+    sums = [0.0] * world_size
+    counts = [0] * world_size
+    for r in rows:
+        factor = busbw_factor(r["collective"], world_size)
+        for key in ("out_of_place", "in_place"):
+            times = (r.get("rank_time_us") or {}).get(key)
+            for rank, t in enumerate(times or ()):
+                if t and t > 0:
+                    sums[rank] += r["size"] / (t * 1e-6) / 1e9 * factor
+                    counts[rank] += 1
+    return [s / c if c else 0.0 for s, c in zip(sums, counts)]
+
+
+def straggler(per_rank: list[float], hosts: list[str], fraction: float) -> dict[str, Any] | None:
+    """The slowest rank, flagged when its busbw is below ``fraction`` × the median rank's."""
+    if len(per_rank) < 2:
+        return None
+    median = statistics.median(per_rank)
+    rank = min(range(len(per_rank)), key=lambda r: per_rank[r])
+    ratio = per_rank[rank] / median if median > 0 else 1.0
+    return {
+        "rank": rank,
+        "host": hosts[rank] if rank < len(hosts) else None,
+        "busbw": per_rank[rank],
+        "median_busbw": median,
+        "fraction": ratio,
+        "threshold_fraction": fraction,
+        "flagged": ratio < fraction,
+        "rank_busbw": per_rank,
+    }
+
+
+def _finding(check: str, status: Status, summary: str, *, evidence=(), remediation=None, runbook=None,
+             node: str | None = None) -> dict[str, Any]:
+    return {"check": check, "status": status.value, "summary": summary, "node": node,
+            "evidence": [dict(name=e[0], observed=e[1], expected=e[2], unit=e[3]) for e in evidence],
+            "remediation": remediation, "runbook": runbook}
+
+
+def findings(doc: Mapping[str, Any], expected: float | None, min_fraction: float) -> list[dict[str, Any]]:
+    out = []
+    for c in doc["collectives"]:
+        name, wrong = c["collective"], c["wrong"]
+        if wrong:
+            out.append(_finding(
+                f"{name}/correctness", Status.FAIL, f"{name}: {wrong} wrong element(s) after the collective",
+                evidence=[("#wrong", wrong, 0, "elements")], runbook=RUNBOOK_WRONG,
+                remediation="Rerun with NCCL_DEBUG=INFO and the failing size only; suspect the GPU/NIC of the "
+                            "ranks involved (ECC errors, Xid) and disable P2P/SHM transports one at a time."))
+        elif doc["spec"]["check"]:
+            out.append(_finding(f"{name}/correctness", Status.PASS, f"{name}: every element correct"))
+        plateau = c["plateau_busbw"]
+        if expected is not None and plateau is not None:
+            floor = min_fraction * expected
+            if plateau < floor:
+                out.append(_finding(
+                    f"{name}/busbw", Status.FAIL,
+                    f"{name}: plateau busbw {plateau:.2f} GB/s is below {floor:.2f} GB/s "
+                    f"({min_fraction:.0%} of the expected {expected:g} GB/s)",
+                    evidence=[("plateau busbw", round(plateau, 3), expected, "GB/s")], runbook=RUNBOOK_LOW,
+                    remediation="Run `llmdiag nccl-bench --pairwise` to find the slow node or link, and check "
+                                "NCCL_DEBUG=INFO for the transport and interface in use."))
+            else:
+                out.append(_finding(f"{name}/busbw", Status.PASS,
+                                    f"{name}: plateau busbw {plateau:.2f} GB/s (expected {expected:g} GB/s)"))
+    s = doc.get("straggler")
+    if s and s["flagged"]:
+        out.append(_finding(
+            "straggler", Status.WARN,
+            f"rank {s['rank']} ({s['host']}) reaches {s['busbw']:.2f} GB/s, {s['fraction']:.0%} of the median "
+            f"rank's {s['median_busbw']:.2f} GB/s",
+            evidence=[("rank busbw", round(s["busbw"], 3), round(s["median_busbw"], 3), "GB/s")],
+            runbook=RUNBOOK_STRAGGLER, node=s["host"],
+            remediation=f"Check rank {s['rank']}'s host: CPU/GPU clocks and throttling, other processes, its "
+                        "NIC; `llmdiag nccl-bench --pairwise` measures its links."))
+    pw = doc.get("pairwise")
+    if pw:
+        for n in pw["slow_nodes"]:
+            links = ", ".join(f"{lk['peer']} {lk['gbps']:.3f}" for lk in n["links"])
+            out.append(_finding(
+                "pairwise/node", Status.FAIL,
+                f"node {n['node']} is slow on its links: median {n['median_gbps']:.3f} GB/s vs reference "
+                f"{pw['reference_gbps']:.3f} GB/s (links: {links})",
+                evidence=[("node median link", round(n["median_gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
+                runbook=RUNBOOK_SLOW_LINK, node=n["node"],
+                remediation=f"Drain {n['node']} or check its NIC: `ethtool`, `ip -s link`, `tc qdisc show`, "
+                            "and NCCL_SOCKET_IFNAME / NCCL_IB_HCA on it."))
+        for lk in pw["slow_links"]:
+            out.append(_finding(
+                "pairwise/link", Status.FAIL,
+                f"link {lk['a']} <-> {lk['b']} is slow: {lk['gbps']:.3f} GB/s vs reference "
+                f"{pw['reference_gbps']:.3f} GB/s (both ends are fine with other peers)",
+                evidence=[("link bandwidth", round(lk["gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
+                runbook=RUNBOOK_SLOW_LINK, node=lk["a"],
+                remediation=f"Check the cable, switch ports and routes between {lk['a']} and {lk['b']}."))
+        if not pw["slow_nodes"] and not pw["slow_links"] and len(pw["nodes"]) >= 2:
+            out.append(_finding("pairwise", Status.PASS,
+                                f"{len(pw['links'])} link(s) measured, none below "
+                                f"{pw['threshold_gbps']:.3f} GB/s"))
+    return out
+
+
+def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``nccl-bench`` document from a run's result and the ``[nccl_bench]`` settings."""
+    rows = list(result["rows"])
+    n = result["world_size"]
+    plateau_n = int(settings.get("plateau_sizes", 3))
+    colls = []
+    for name, crow in by_collective(rows).items():
+        colls.append({
+            "collective": name,
+            "avg_busbw": avg_busbw(crow),
+            "plateau_busbw": plateau_busbw(crow, plateau_n),
+            "plateau_sizes": sorted({r["size"] for r in plateau_rows(crow, plateau_n)}),
+            "wrong": wrong_total(crow),
+        })
+    plateau_all = [r for crow in by_collective(rows).values() for r in plateau_rows(crow, plateau_n)]
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "command": "nccl-bench",
+        "kind": "nccl-bench",
+        "status": "pass",
+        "world": {k: result.get(k) for k in ("world_size", "nodes", "backend", "device", "torch_version",
+                                             "nccl_version", "hosts", "duration_s")},
+        "spec": result["spec"],
+        "results": rows,
+        "collectives": colls,
+        "avg_busbw": avg_busbw(rows),
+        "plateau_busbw": colls[0]["plateau_busbw"] if colls else None,
+        "out_of_bounds": wrong_total(rows),
+        "expected_busbw": settings.get("expected_busbw_gbps"),
+        "straggler": straggler(rank_busbw(plateau_all, n), list(result.get("hosts") or []),
+                               float(settings.get("straggler_fraction", 0.5))),
+        "pairwise": result.get("pairwise"),
+    }
+    doc["findings"] = findings(doc, settings.get("expected_busbw_gbps"), float(settings.get("min_fraction", 0.9)))
+    doc["status"] = Status.worst(Status(f["status"]) for f in doc["findings"]).value
+    return doc

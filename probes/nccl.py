@@ -1,0 +1,119 @@
+"""The preflight ``nccl`` probe: a short nccl-bench with the thresholds of ``[nccl_bench]``.
+
+Where it runs, in order:
+1. in the cluster agent's process group (``ctx.services["process_group"]``, one process per
+   node): the numbers are the cluster's; after a low plateau (or a straggler) it also runs the
+   pairwise measurement to name the slow node or link (``auto_pairwise``);
+2. otherwise, only when the config has a ``[nccl_bench]`` section, a local run of
+   ``probe_nproc`` CPU processes with gloo (checks the collective stack of this node);
+3. otherwise it skips: a default preflight must stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from diag.probe import BaseProbe, Requirement
+from diag.result import Status
+
+
+def probe_settings(section: dict[str, Any]) -> dict[str, Any]:
+    """The short version: four sizes up to ``probe_max_bytes``, ``probe_iters`` iterations."""
+    from diag.ncclbench.sizes import parse_size
+
+    top = parse_size(section["probe_max_bytes"])
+    return dict(section, min_bytes=str(max(1, top // 64)), max_bytes=str(top), step_factor=4, warmup_iters=2,
+                iters=section["probe_iters"], plateau_sizes=min(int(section["plateau_sizes"]), 2))
+
+
+class NcclBenchProbe(BaseProbe):
+    name = "nccl"
+    description = "Short collective benchmark: busbw plateau, #wrong, straggler; pairwise after a low result."
+    requires = frozenset({Requirement.TORCH})
+    config_section = "nccl_bench"
+    timeout_s = 180.0
+
+    def run(self, ctx):
+        section = ctx.config.section("nccl_bench")
+        settings = probe_settings(section)
+        group = ctx.services.get("process_group")
+        if group is not None:
+            doc, where = self._in_group(ctx, group, settings), "cluster process group"
+        elif ctx.config.has_section("nccl_bench"):
+            doc = self._local(ctx, settings, int(section["probe_nproc"]))
+            where = f"local {section['probe_nproc']}-process gloo run"
+            if isinstance(doc, str):
+                yield self.fail(ctx, "run", f"local nccl-bench failed: {doc}", runbook="nccl-timeout",
+                                remediation="Run `llmdiag nccl-bench --nproc 2` and read its error.")
+                return
+        else:
+            yield self.skip(ctx, "run", "no cluster process group and no [nccl_bench] section (kept fast by default)")
+            return
+        yield from self._results(ctx, doc, where)
+
+    def _in_group(self, ctx, group, settings):
+        import torch.distributed as dist
+
+        from diag.ncclbench import launch, pairwise, verdict
+        from diag.ncclbench.config import build_spec
+
+        backend = dist.get_backend(group)
+        spec = build_spec(settings)
+        result = launch.run_on_group(spec, group, backend=backend, node_name=ctx.node)
+        doc = verdict.build_doc(result, settings)
+        low = any(f["status"] != "pass" and f["check"].endswith("/busbw") for f in doc["findings"])
+        strag = bool(doc.get("straggler") and doc["straggler"]["flagged"])
+        # Every rank sees the same doc, so every rank takes the same branch here.
+        if settings["auto_pairwise"] and (low or strag) and result["nodes"] >= 2:
+            import torch
+
+            device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+            result["pairwise"] = pairwise.measure(
+                group, device, dist.get_rank(group), dist.get_world_size(group),
+                nbytes=spec.pairwise_bytes, iters=spec.pairwise_iters, low_fraction=spec.pairwise_low_fraction,
+                samples=spec.pairwise_samples, node_name=ctx.node)
+            doc = verdict.build_doc(result, settings)
+        return doc
+
+    def _local(self, ctx, settings, nproc):
+        with tempfile.TemporaryDirectory(prefix="llmdiag-nccl-probe-") as tmp:
+            out = Path(tmp) / "bench.json"
+            argv = [sys.executable, "-m", "diag", "nccl-bench", "--nproc", str(nproc), "--backend", "gloo",
+                    "-b", settings["min_bytes"], "-e", settings["max_bytes"], "-f", str(settings["step_factor"]),
+                    "-w", str(settings["warmup_iters"]), "-n", str(settings["iters"]),
+                    "--format", "json", "--output", str(out)]
+            for c in settings["collectives"]:
+                argv += ["-C", c]
+            if settings.get("expected_busbw_gbps"):
+                argv += ["--expect-busbw", str(settings["expected_busbw_gbps"])]
+            res = ctx.run(argv, timeout=ctx.deadline.remaining())
+            if res.returncode not in (0, 1) or not out.exists():
+                why = res.error or f"exit code {res.returncode}"
+                tail = (res.stderr or res.stdout or "").strip().splitlines()[-1:] or [""]
+                return f"{why}; {tail[0][:300]}"
+            doc = json.loads(out.read_text())
+        # The command used the full plateau; recompute with the probe's settings and thresholds.
+        from diag.ncclbench import verdict
+
+        return verdict.build_doc({**doc["world"], "spec": doc["spec"], "rows": doc["results"],
+                                  "pairwise": doc.get("pairwise")}, settings)
+
+    def _results(self, ctx, doc, where):
+        data = {"plateau_busbw": doc["plateau_busbw"], "avg_busbw": doc["avg_busbw"], "where": where,
+                "world_size": doc["world"]["world_size"], "collectives": doc["collectives"],
+                "pairwise": doc.get("pairwise")}
+        for f in doc["findings"]:
+            summary = f"{f['summary']} ({where})"
+            ev = [(e["name"], e["observed"], e["expected"], e["unit"]) for e in f["evidence"]]
+            if f["status"] == Status.PASS.value:
+                yield self.ok(ctx, f["check"], summary, evidence=ev, data=data)
+            else:
+                yield self.result(ctx, f["check"], Status(f["status"]), summary, evidence=ev,
+                                  remediation=f["remediation"], runbook=f["runbook"], data=data)
+        if doc.get("expected_busbw") is None:
+            yield self.ok(ctx, "busbw", f"plateau busbw {doc['plateau_busbw']:.3f} GB/s ({where}; no "
+                                        "expected_busbw_gbps set, so nothing to compare)", data=data)

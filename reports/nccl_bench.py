@@ -1,0 +1,178 @@
+"""Terminal and Markdown renderers of ``kind: nccl-bench`` documents.
+
+The table is plain text laid out like nccl-tests' output (``#`` header lines, the same
+columns, ``N/A`` for #wrong without checking, the two footer lines), so scripts that parse
+nccl-tests output and people used to reading it need nothing new. Values come from the
+document as they are; renderers compute nothing but layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reports.base import RenderOptions
+from reports.console import STATUS_LABEL
+
+_LEFT = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
+_CELL = "  {:>8}  {:>7}  {:>7}  {:>6}"
+
+
+def _time(us: float) -> str:
+    if us < 1e4:
+        return f"{us:.2f}"
+    if us < 1e6:
+        return f"{us:.1f}"
+    return f"{us:.0f}"
+
+
+def _cell(c: Mapping[str, Any] | None) -> str:
+    if not c:
+        return _CELL.format("N/A", "N/A", "N/A", "N/A")
+    wrong = "N/A" if c.get("wrong") is None else str(c["wrong"])
+    return _CELL.format(_time(c["time_us"]), f"{c['algbw']:.2f}", f"{c['busbw']:.2f}", wrong)
+
+
+def _hash(line: str) -> str:
+    """A header line: '#' in the first column, as nccl-tests prints them."""
+    return "#" + line[1:] if line.startswith(" ") else "# " + line
+
+
+def _fmt(v: float | None, digits: int = 4) -> str:
+    return "N/A" if v is None else f"{v:.{digits}f}"
+
+
+def _sizes(sizes: list[int]) -> str:
+    from diag.ncclbench.sizes import format_size
+
+    if not sizes:
+        return "-"
+    return format_size(sizes[0]) if len(sizes) == 1 else f"{format_size(sizes[0])}..{format_size(sizes[-1])}"
+
+
+def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[str]:
+    """One collective's nccl-tests-style table with its footer."""
+    name = collective["collective"]
+    rows = [r for r in doc["results"] if r["collective"] == name]
+    group = len(_CELL.format("", "", "", ""))
+    left = _LEFT.format("", "", "", "", "")
+    lines = [
+        f"# Collective test: {name}",
+        "#",
+        "#" + left[1:] + "out-of-place".center(group) + "in-place".center(group),
+        _hash(_LEFT.format("size", "count", "type", "redop", "root") + _CELL.format("time", "algbw", "busbw", "#wrong") * 2),
+        _hash(_LEFT.format("(B)", "(elements)", "", "", "") + _CELL.format("(us)", "(GB/s)", "(GB/s)", "") * 2),
+    ]
+    for r in rows:
+        lines.append(_LEFT.format(r["size"], r["count"], r["type"], r["redop"], r["root"])
+                     + _cell(r.get("out_of_place")) + _cell(r.get("in_place")))
+    wrong = collective["wrong"]
+    lines += [
+        f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
+        f"# Avg bus bandwidth    : {_fmt(collective['avg_busbw'])} ",
+        f"# Plateau bus bandwidth: {_fmt(collective['plateau_busbw'])} GB/s "
+        f"(sizes {_sizes(collective['plateau_sizes'])})",
+        "#",
+    ]
+    return [ln.rstrip() if not ln.startswith("# Avg") else ln for ln in lines]
+
+
+def header_lines(doc: Mapping[str, Any]) -> list[str]:
+    w, s = doc["world"], doc["spec"]
+    sizes = s.get("sizes") or [0]
+    lines = [
+        f"# llmdiag nccl-bench: {w.get('world_size')} rank(s) on {w.get('nodes')} node(s), backend {w.get('backend')}, "
+        f"device {w.get('device')}, torch {w.get('torch_version')}"
+        + (f", NCCL {w['nccl_version']}" if w.get("nccl_version") else ""),
+        f"#  minBytes {min(sizes)} maxBytes {max(sizes)} sizes {len(sizes)} warmup iters: {s['warmup_iters']} "
+        f"iters: {s['iters']} validation: {int(bool(s['check']))}",
+        "#",
+    ]
+    for rank, host in enumerate(w.get("hosts") or []):
+        lines.append(f"#  Rank {rank:2d} on {host}")
+    lines.append("#")
+    return lines
+
+
+def pairwise_lines(pw: Mapping[str, Any]) -> list[str]:
+    from diag.ncclbench.sizes import format_size
+
+    lines = [
+        f"# Pairwise send/recv: {format_size(pw['bytes'])}B each way, {pw['iters']} iterations per pair",
+        f"#  reference {pw['reference_gbps']:.4f} GB/s (median of each node's best link); "
+        f"slow below {pw['threshold_gbps']:.4f} GB/s",
+    ]
+    slow = {(lk["a"], lk["b"]) for lk in pw["links"] if lk["gbps"] < pw["threshold_gbps"]}
+    for lk in pw["links"]:
+        mark = "SLOW" if (lk["a"], lk["b"]) in slow else "ok"
+        lines.append(f"#  {lk['a']:>16} <-> {lk['b']:<16} {lk['phase']:<6} {lk['gbps']:10.4f} GB/s  {mark}")
+    for n in pw["slow_nodes"]:
+        lines.append(f"# Slow node: {n['node']} (median link {n['median_gbps']:.4f} GB/s)")
+    for lk in pw["slow_links"]:
+        lines.append(f"# Slow link: {lk['a']} <-> {lk['b']} ({lk['gbps']:.4f} GB/s)")
+    for note in pw.get("notes") or []:
+        lines.append(f"# Note: {note}")
+    lines.append("#")
+    return lines
+
+
+def summary_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = []
+    s = doc.get("straggler")
+    if s:
+        lines.append(f"# Slowest rank         : {s['rank']} ({s['host']}) {s['busbw']:.4f} GB/s, "
+                     f"{s['fraction']:.0%} of the median rank")
+    lines.append(f"# Expected plateau     : {doc['expected_busbw'] if doc.get('expected_busbw') is not None else 'not set'}"
+                 + (" GB/s" if doc.get("expected_busbw") is not None else ""))
+    return lines
+
+
+def _finding_text(f: Mapping[str, Any], head: str, sub: str) -> list[str]:
+    """A finding as lines: ``head`` and ``sub`` are format strings (terminal vs Markdown)."""
+    label = STATUS_LABEL.get(f["status"], f["status"])
+    lines = [head.format(status=label, check=f["check"], summary=f["summary"])]
+    if f["status"] != "pass":
+        if f.get("remediation"):
+            lines.append(sub.format(f"fix: {f['remediation']}"))
+        if f.get("runbook"):
+            lines.append(sub.format(f"runbook: `llmdiag runbook {f['runbook']}`" if sub.startswith("  -")
+                                    else f"runbook: llmdiag runbook {f['runbook']}"))
+    return lines
+
+
+def finding_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for f in doc["findings"]:
+        lines += _finding_text(f, "{status}  {check}: {summary}", "      {}")
+    lines.append(f"{STATUS_LABEL.get(doc['status'], doc['status'])}: nccl-bench, avg bus bandwidth "
+                 f"{_fmt(doc['avg_busbw'])} GB/s, plateau {_fmt(doc['plateau_busbw'])} GB/s, "
+                 f"{doc['out_of_bounds']} wrong element(s)")
+    return lines
+
+
+def text_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = header_lines(doc)
+    for c in doc["collectives"]:
+        lines += table_lines(doc, c)
+    if doc.get("pairwise"):
+        lines += pairwise_lines(doc["pairwise"])
+    lines += summary_lines(doc)
+    return lines
+
+
+def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    return "\n".join(text_lines(doc) + [""] + finding_lines(doc)) + "\n"
+
+
+def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    out = [f"# llmdiag nccl-bench: {STATUS_LABEL.get(doc['status'], doc['status'])}", ""]
+    out += ["| collective | avg busbw (GB/s) | plateau busbw (GB/s) | plateau sizes | #wrong |", "|---|---|---|---|---|"]
+    for c in doc["collectives"]:
+        out.append(f"| {c['collective']} | {_fmt(c['avg_busbw'])} | {_fmt(c['plateau_busbw'])} | "
+                   f"{_sizes(c['plateau_sizes'])} | {c['wrong']} |")
+    out += ["", "```", *text_lines(doc), "```", "", "## Findings", ""]
+    for f in doc["findings"]:
+        out += _finding_text(f, "- **{status}** `{check}`: {summary}", "  - {}")
+    if not doc["findings"]:
+        out.append("- no checks configured (set `--expect-busbw` or `[nccl_bench] expected_busbw_gbps`)")
+    return "\n".join(out) + "\n"
