@@ -383,4 +383,8 @@ def markdown_reference() -> str:
 
 
 if __name__ == "__main__":
-    print(markdown_reference(), end="")
+    # Run as a script this module is a second copy (__main__); the subsystems register their
+    # sections into the imported diag.config, so render from that one.
+    from diag.config import markdown_reference as _reference
+
+    print(_reference(), end="")

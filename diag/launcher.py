@@ -61,6 +61,26 @@ def _int(env: Mapping[str, str], name: str, problems: list[str], lo: int = 0, hi
     return value
 
 
+def _slurm_per_node(env: Mapping[str, str], problems: list[str]) -> int | None:
+    """Tasks per node from ``SLURM_NTASKS_PER_NODE`` or ``SLURM_TASKS_PER_NODE`` ("8", "8(x2)").
+
+    A heterogeneous layout ("8(x2),4") has no single per-node count: None, no problem.
+    """
+    for name in ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        raw = (env.get(name) or "").strip()
+        if not raw:
+            continue
+        groups = {g.split("(")[0] for g in raw.split(",")}
+        if len(groups) != 1:
+            return None
+        value = groups.pop()
+        if not value.isdigit() or int(value) < 1:
+            problems.append(f"{name}={raw!r} is not a task count")
+            return None
+        return int(value)
+    return None
+
+
 def _first(env: Mapping[str, str], *names: str) -> str | None:
     for n in names:
         v = env.get(n)
@@ -84,7 +104,7 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
         local_rank = _int(env, "LOCAL_RANK", problems)
         local_world = _int(env, "LOCAL_WORLD_SIZE", problems, lo=1)
         nnodes = _int(env, "NNODES", problems, lo=1) or _int(env, "GROUP_WORLD_SIZE", problems, lo=1)
-        node_rank = _int(env, "NODE_RANK", problems) 
+        node_rank = _int(env, "NODE_RANK", problems)
         if node_rank is None:
             node_rank = _int(env, "GROUP_RANK", problems)
     elif _first(env, "OMPI_COMM_WORLD_RANK"):
@@ -102,7 +122,7 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
         rank = _int(env, "SLURM_PROCID", problems)
         world = _int(env, "SLURM_NTASKS", problems, lo=1) or _int(env, "SLURM_NPROCS", problems, lo=1)
         local_rank = _int(env, "SLURM_LOCALID", problems)
-        local_world = _int(env, "SLURM_NTASKS_PER_NODE", problems, lo=1) if (env.get("SLURM_NTASKS_PER_NODE") or "").isdigit() else None
+        local_world = _slurm_per_node(env, problems)
         nnodes = _int(env, "SLURM_NNODES", problems, lo=1) or _int(env, "SLURM_JOB_NUM_NODES", problems, lo=1)
         node_rank = _int(env, "SLURM_NODEID", problems)
     elif _first(env, "NNODES", "NODE_RANK", "MASTER_ADDR"):
@@ -116,7 +136,11 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
     else:
         return LauncherInfo(kind="none", master_port=_int(env, "MASTER_PORT", [], 1, 65535))
 
-    nproc = _int(env, "NPROC_PER_NODE", problems, lo=1) or local_world
+    # (kind "env" already read NPROC_PER_NODE as local_world: read it once, report it once)
+    nproc = local_world if kind == "env" else _int(env, "NPROC_PER_NODE", problems, lo=1)
+    if kind != "env" and nproc is not None and local_world is not None and nproc != local_world:
+        problems.append(f"NPROC_PER_NODE={nproc} != {kind}'s processes per node ({local_world})")
+    nproc = nproc or local_world
     master_addr = env.get("MASTER_ADDR") or None
     master_port = _int(env, "MASTER_PORT", problems, lo=1, hi=65535)
 

@@ -1,0 +1,75 @@
+"""``llmdiag analyze-log``: find what went wrong in training logs, and say why.
+
+Exit codes: 0 no error-severity finding (warnings allowed unless ``--strict``), 1 a failure
+or error-severity anomaly was found, 2 no input could be read (or bad flags).
+"""
+
+from __future__ import annotations
+
+import click
+
+from diag.cliutil import config_option, emit_doc, output_options
+from diag.exitcodes import ExitCode
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True)
+@config_option
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Draw loss and grad norm over steps, anomalies marked, to FILE.png.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Per-step table as CSV.")
+@click.option("--parquet", "parquet_path", type=click.Path(dir_okay=False), default=None,
+              help="Per-step table as Parquet (needs pyarrow).")
+@click.option("--follow", is_flag=True, help="Keep reading the (single) log as it grows and print alerts.")
+@click.option("--on-alert", "on_alert", default=None, metavar="CMD",
+              help="With --follow: run CMD for every alert, the alert as JSON on stdin.")
+@click.option("--no-progress-minutes", type=click.FloatRange(0.1, 10000), default=None,
+              help="With --follow: alert when no step arrives for this long (default [analyze_log] hang_minutes).")
+@click.option("--strict", is_flag=True, help="Exit 1 on warning-severity findings too.")
+@output_options()
+def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, on_alert, no_progress_minutes,
+                strict, fmt, output, width, no_color):
+    """Analyse training logs: PATHS are files, directories, globs, .gz files or '-' (stdin).
+
+    Extracts the training curve, finds anomalies (NaN, spikes, overflow, throughput drops,
+    hangs) and failures (NCCL timeouts and errors, OOM, Xid, rendezvous, ChildFailedError,
+    signals, Slurm limits, tracebacks), names the first failing rank and the runbook.
+    Exit code 0 healthy, 1 a failure or error-severity anomaly, 2 unreadable input.
+    """
+    import os
+
+    from diag.config import Config
+    from diag.errors import UsageError
+    from probes.logs import config as logcfg
+
+    env = dict(os.environ)
+    settings = logcfg.from_config(Config.load(config_path, env))
+    inputs = [p for p in paths if p != "-"]
+    if follow:
+        from probes.logs.follow import follow_file
+
+        if len(paths) != 1 or paths[0] == "-":
+            raise UsageError("--follow takes exactly one log file")
+        minutes = no_progress_minutes or settings.hang_minutes
+        follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0)
+        return
+    from probes.logs import analyze_paths
+
+    doc = analyze_paths(list(paths), settings=settings)
+    if not doc["files"]:
+        problems = "; ".join(f"{p['file']}: {p['message']}" for p in doc["read"]["problems"][:5])
+        raise UsageError(f"no readable log input ({problems or 'nothing given'})")
+    if doc["read"]["bytes"] == 0 and all(p["kind"] in ("unreadable", "missing") for p in doc["read"]["problems"]) \
+            and doc["read"]["problems"]:
+        raise UsageError("no readable log input: " + doc["read"]["problems"][0]["message"])
+    from probes.logs.export import export_table, plot_curves
+
+    protect = inputs
+    if csv_path or parquet_path:
+        export_table(doc, csv_path=csv_path, parquet_path=parquet_path, protect=protect)
+    if plot_path:
+        plot_curves(doc, plot_path, protect=protect)
+    emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
+    severities = {f["severity"] for f in doc["findings"]}
+    if "error" in severities or (strict and severities):
+        raise SystemExit(ExitCode.CHECKS_FAILED)

@@ -1,0 +1,1 @@
+"""Memory estimate of a training plan and the parallel-plan checks (``llmdiag estimate-memory``)."""

@@ -1,0 +1,160 @@
+"""Measured activation memory: transformer layers run under saved_tensors_hooks.
+
+``gpt``: the architecture Korthikanti's formula describes (LayerNorm, QKV, attention with
+dropout, projection, dropout, LayerNorm, 4h GeLU MLP, dropout). ``llama``: PyTorch's own
+``nn.RMSNorm``, GQA through SDPA (``enable_gqa``), SwiGLU MLP, no dropout. Tensor parallelism is
+simulated by giving one rank's shapes (heads/t, ffn/t) with the replicated parts at full size.
+Every distinct storage saved for backward is counted once (by data pointer), parameters excluded.
+Used by the accuracy tests and bench; torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _layer_cls():
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    class GPTLayer(torch.nn.Module):
+        def __init__(self, h: int, a: int, t: int, ffn: int, attention: str, recompute: str, p: float = 0.1):
+            super().__init__()
+            self.h, self.a_local, self.d = h, a // t, h // a
+            self.ln1, self.ln2 = torch.nn.LayerNorm(h), torch.nn.LayerNorm(h)
+            self.qkv = torch.nn.Linear(h, 3 * h // t)
+            self.proj = torch.nn.Linear(h // t, h)
+            self.fc1, self.fc2 = torch.nn.Linear(h, ffn // t), torch.nn.Linear(ffn // t, h)
+            self.attention, self.recompute, self.p = attention, recompute, p
+
+        def core(self, q, k, v):
+            if self.attention == "flash":
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=False)
+            # no causal mask: Megatron's fused softmax masks in-kernel and saves no mask tensor
+            scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
+            probs = F.softmax(scores, dim=-1)
+            return torch.matmul(F.dropout(probs, self.p, True), v)
+
+        def body(self, x):
+            b, s, _ = x.shape
+            qkv = self.qkv(self.ln1(x)).view(b, s, 3, self.a_local, self.d)
+            q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+            if self.recompute == "selective":
+                ctx = checkpoint(self.core, q, k, v, use_reentrant=True)
+            else:
+                ctx = self.core(q, k, v)
+            ctx = ctx.transpose(1, 2).reshape(b, s, self.a_local * self.d)
+            x = x + F.dropout(self.proj(ctx), self.p, True)
+            y = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return x + F.dropout(y, self.p, True)
+
+        def forward(self, x):
+            if self.recompute == "full":
+                return checkpoint(self.body, x, use_reentrant=True)
+            return self.body(x)
+
+    return GPTLayer
+
+
+def _llama_cls():
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    class LlamaLayer(torch.nn.Module):
+        def __init__(self, h: int, a: int, kv: int, t: int, ffn: int, recompute: str):
+            super().__init__()
+            self.h, self.a, self.kv, self.d = h // t, a // t, kv // t, h // a
+            self.n1, self.n2 = torch.nn.RMSNorm(h), torch.nn.RMSNorm(h)
+            self.qkv = torch.nn.Linear(h, (a + 2 * kv) // t * self.d, bias=False)
+            self.o = torch.nn.Linear(h // t, h, bias=False)
+            self.gate, self.up = torch.nn.Linear(h, ffn // t, bias=False), torch.nn.Linear(h, ffn // t, bias=False)
+            self.down = torch.nn.Linear(ffn // t, h, bias=False)
+            self.recompute = recompute
+
+        def body(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).split([self.h, self.kv * self.d, self.kv * self.d], -1)
+            q = q.view(b, s, self.a, self.d).transpose(1, 2)
+            k, v = (z.view(b, s, self.kv, self.d).transpose(1, 2) for z in (k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + self.o(o.transpose(1, 2).reshape(b, s, self.h))
+            y = self.n2(x)
+            return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+        def forward(self, x):
+            if self.recompute == "full":
+                return checkpoint(self.body, x, use_reentrant=True)
+            return self.body(x)
+
+    return LlamaLayer
+
+
+def measure_layer_bytes(*, s: int, b: int, h: int, a: int, t: int = 1, attention: str = "eager",
+                        recompute: str = "none", layers: int = 2, arch: str = "gpt", kv: int | None = None,
+                        ffn: int | None = None) -> dict[str, Any]:
+    """Bytes saved for backward per layer (mean over ``layers``), bf16 on CPU."""
+    import torch
+
+    torch.manual_seed(0)
+    if arch == "llama":
+        cls = _llama_cls()
+        mods = [cls(h, a, kv or a, t, ffn or 4 * h, recompute) for _ in range(layers)]
+    else:
+        cls = _layer_cls()
+        mods = [cls(h, a, t, 4 * h, attention, recompute) for _ in range(layers)]
+    stack = torch.nn.Sequential(*mods).to(torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in stack.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(x):
+        st = x.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return x
+
+    x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        out = stack(x)
+    total = sum(seen.values())
+    out.float().sum().backward()  # the graph must be usable: a real training step
+    return {"bytes_per_layer": total / layers, "distinct_saved": len(seen)}
+
+
+def grid() -> list[dict[str, Any]]:
+    """The accuracy grid of the tests and docs: tiny dims so the whole grid runs in seconds."""
+    import itertools
+
+    gpt = [dict(arch="gpt", s=s, b=b, h=h, a=a, t=t, attention=att, recompute=rc)
+           for (s, b), (h, a), t, att, rc in itertools.product(
+               [(64, 1), (128, 2)], [(64, 4), (128, 8)], [1, 2], ["eager", "flash"], ["none", "selective", "full"])
+           if not (att == "flash" and rc == "selective")]  # nothing to recompute with fused attention
+    llama = [dict(arch="llama", s=s, b=b, h=h, a=a, kv=kv, ffn=f, t=t, attention="flash", recompute=rc)
+             for (s, b), (h, a, kv, f), t, rc in itertools.product(
+                 [(64, 1), (128, 2)], [(64, 4, 2, 176), (128, 8, 8, 344)], [1, 2], ["none", "full"])]
+    return gpt + llama
+
+
+def spec_and_plan(cfg: dict[str, Any]):
+    """The ModelSpec and Plan that describe one grid point's measured layer."""
+    from diag.memory.models import ModelSpec
+    from diag.memory.plan import Plan
+
+    if cfg.get("arch") == "llama":
+        m = ModelSpec("llama-layer", 2, cfg["h"], cfg["a"], 128, cfg["ffn"], kv_heads=cfg["kv"])
+    else:
+        m = ModelSpec("gpt-layer", 2, cfg["h"], cfg["a"], 128, 4 * cfg["h"], gated=False, bias=True, norm="layer",
+                      dropout=True)
+    plan = Plan(dp=1, tp=cfg["t"], seq_len=cfg["s"], micro_batch=cfg["b"], attention=cfg["attention"],
+                recompute=cfg["recompute"], fused_norm=cfg.get("arch") != "llama")  # nn.RMSNorm is composite
+    return m, plan
+
+
+def compare(cfg: dict[str, Any]) -> tuple[float, float]:
+    """(measured, estimated) bytes per layer for one grid point, estimated for this CPU's dtypes."""
+    from diag.memory.activations import layer_bytes
+
+    m, plan = spec_and_plan(cfg)
+    return measure_layer_bytes(**cfg)["bytes_per_layer"], layer_bytes(m, plan, device="cpu")

@@ -1,0 +1,283 @@
+"""One pass over the logs: candidate lines → step records and signature events.
+
+:class:`LogAnalyzer` is the consumer the reader feeds. It keeps little state: the step table
+(typed arrays), the events, and small block parsers (a ChildFailedError summary, a
+wrapped watchdog message). ``analyze_paths`` runs it over files and returns the document.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from probes.logs import prefixes, signatures
+from probes.logs.formats import parse_progress
+from probes.logs.readers import ReadStats, resolve, scan
+from probes.logs.signatures import Event
+from probes.logs.table import StepTable
+from probes.logs.unwrap import join_wrapped, needs_continuation
+
+
+def prefilter_regex(engine: str = "auto"):
+    """One alternation of every keyword, compiled once and run over whole chunks.
+
+    With ``google-re2`` installed (optional) the DFA engine scans ~6x faster than ``re``
+    on this many alternatives (measured by bench/log_throughput.py); ``re`` is the fallback.
+    """
+    parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
+    pattern = "|".join(parts).encode()
+    if engine in ("auto", "re2"):
+        try:
+            import re2  # type: ignore[import-not-found]
+
+            return re2.compile(pattern)
+        except ImportError:
+            if engine == "re2":
+                raise
+    return re.compile(pattern)
+
+
+#: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
+_FILE_RANK = re.compile(r"(?:rank|worker)[_-]?(\d+)(?!\d)", re.IGNORECASE)
+_BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+_BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
+
+
+class _ChildFailedBlock:
+    """The torchrun summary: ``Failures:`` entries and the ``Root Cause`` entry."""
+
+    def __init__(self, ev: Event):
+        self.ev = ev
+        self.section = "failures"
+        self.entries: list[dict] = []
+        self.cur: dict | None = None
+        self.done = False
+
+    def feed(self, msg: str) -> None:
+        s = msg.strip()
+        if s.startswith("Root Cause"):
+            self.section = "root"
+            return
+        if s.startswith("Failures:") or s.startswith("<NO_OTHER_FAILURES>") or not s or s.endswith("FAILED"):
+            return
+        if set(s) <= set("=-"):
+            if self.section == "root" and self.cur is not None:
+                self.done = True
+            return
+        m = _BLOCK_ENTRY.match(s)
+        if m:
+            self.cur = {"index": int(m[1]), "root": self.section == "root"}
+            self.entries.append(self.cur)
+            return
+        m = _BLOCK_ROW.match(msg)
+        if m and self.cur is not None:
+            key, val = m[1], m[2].strip()
+            if key == "rank":
+                r = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", val)
+                if r:
+                    self.cur["rank"] = int(r[1])
+                    if r[2]:
+                        self.cur["local_rank"] = int(r[2])
+            elif key == "exitcode":
+                r = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", val)
+                if r:
+                    self.cur["exitcode"] = int(r[1])
+                    if r[2]:
+                        self.cur["pid"] = int(r[2])
+            elif key == "traceback":
+                r = re.search(r"Signal (\d+) \((SIG\w+)\)", val)
+                if r:
+                    self.cur["signal"] = r[2]
+            else:
+                self.cur[key] = val
+            return
+        if self.section == "root" and self.cur is not None:
+            self.done = True
+
+    def facts(self) -> dict:
+        f: dict = {}
+        root = next((e for e in self.entries if e["root"]), None)
+        ranks = sorted({e["rank"] for e in self.entries if "rank" in e})
+        if ranks:
+            f["failed_ranks"] = ranks
+        if root:
+            for k_src, k_dst in (("rank", "first_failing_rank"), ("host", "host"), ("exitcode", "exitcode"),
+                                 ("pid", "root_cause_pid"), ("local_rank", "local_rank"), ("time", "time")):
+                if k_src in root:
+                    f[k_dst] = root[k_src]
+            code = root.get("exitcode")
+            sig = root.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
+            if sig:
+                f["signal"] = sig
+        return f
+
+
+class LogAnalyzer:
+    def __init__(self) -> None:
+        self.table = StepTable()
+        self.events: list[Event] = []
+        self.evals: list[dict] = []
+        self.lines_with_loss = 0
+        self.extra: dict = {}
+        self._block: _ChildFailedBlock | None = None
+        self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
+        self._in_traceback: dict[tuple[str, int | None], int] = {}
+        self._seen_keys: dict[int | None, set] = {}
+        self.unique_steps: dict[int | None, int] = {}
+        self.optimizer_step_lines = 0
+        self.last_progress: dict[str, tuple[int, float | None]] = {}
+        self._file_rank: dict[str, int | None] = {}
+
+    # -- the reader's consumer ------------------------------------------------------------
+    def __call__(self, file: str, lineno: int, text: str) -> int:
+        if self._wrap is not None:
+            wfile, wline, pre, parts = self._wrap
+            parts.append(text)
+            joined = join_wrapped(parts[0], parts[1:])
+            if not needs_continuation(joined) or len(parts) > 3:
+                self._wrap = None
+                self._handle(wfile, wline, pre._replace(message=joined))
+                return 0
+            return 1
+        pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        if pre.rank is None:
+            rank = self._file_rank.get(file, -1)
+            if rank == -1:
+                m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
+                rank = self._file_rank[file] = int(m[1]) if m else None
+            if rank is not None:
+                pre = pre._replace(rank=rank)
+        if self._block is not None:
+            self._block.feed(pre.message)
+            if self._block.done:
+                self._close_block()
+            else:
+                return 1
+        if "WorkNCCL(" in pre.message and needs_continuation(pre.message):
+            self._wrap = (file, lineno, pre, [pre.message])
+            return 1
+        return self._handle(file, lineno, pre)
+
+    def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
+        msg = pre.message
+        ts = pre.ts if pre.ts is not None else prefixes.find_timestamp(msg)
+        want = 0
+        rec = parse_progress(msg) if ("oss" in msg or "iteration" in msg or "OSS" in msg) else None
+        if rec is not None:
+            self._record(rec, file, lineno, pre.rank, ts)
+        for kind, facts, m in signatures.match_line(msg):
+            rank = pre.rank
+            host = pre.host
+            if kind in ("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal_error", "nccl_system_error",
+                        "nccl_unhandled_cuda_error"):
+                npre = signatures.nccl_prefix(msg)
+                if npre:
+                    host = host or npre["host"]
+                    facts.setdefault("pid", int(npre["pid"]))
+                    facts.setdefault("local_rank", int(npre["dev"]))
+            body_rank = signatures.find_rank(msg)
+            if rank is None:
+                rank = body_rank
+            if kind in ("nccl_timeout", "nccl_timeout_status"):
+                pg = signatures.pg_of(msg)
+                if pg is not None:
+                    facts["pg"] = pg
+            if kind == "overflow" and rank is None:
+                rank = facts.pop("rank", None)
+            ev = Event(kind, file, lineno, msg.strip()[:500], rank, host, ts, facts)
+            if kind == "child_failed":
+                if self._block is None:
+                    self._block = _ChildFailedBlock(ev)
+                    want = 1
+                continue
+            if kind == "traceback":
+                self._in_traceback[(file, rank)] = lineno
+            if kind == "exception":
+                start = self._in_traceback.pop((file, rank), None)
+                ev.facts["has_traceback"] = start is not None
+                if start is not None:
+                    ev.facts["traceback_line"] = start
+            if kind in ("launcher", "rdzv_context", "dtype"):
+                for k, v in facts.items():
+                    if k == "rdzv_backend" and v is None:
+                        continue
+                    self.extra.setdefault(k, v if v is not None else m[2])
+                continue
+            self.events.append(ev)
+        return want
+
+    def _close_block(self) -> None:
+        blk = self._block
+        self._block = None
+        if blk is None:
+            return
+        blk.ev.facts.update(blk.facts())
+        self.events.append(blk.ev)
+
+    def _record(self, rec: dict, file: str, lineno: int, rank: int | None, ts: float | None) -> None:
+        if rec.get("eval"):
+            self.evals.append({"step": rec.get("step", rec.get("iter")), "train_loss": rec.get("loss"),
+                               "val_loss": rec.get("val_loss"), "line": lineno, "file": file})
+            return
+        if "loss" in rec:
+            self.lines_with_loss += 1
+        if rec.get("optimizer_step"):
+            self.optimizer_step_lines += 1
+        if rec.get("train_iters") is not None:
+            self.extra["train_iters"] = rec["train_iters"]
+        if rec.get("global_batch_size") is not None:
+            self.extra["global_batch_size"] = rec["global_batch_size"]
+        key = rec.get("iter", rec.get("step"))
+        seen = self._seen_keys.setdefault(rank, set())
+        if key is not None:
+            if key in seen:
+                return  # a duplicate line (pasted twice, or tee'd) is not a new step
+            if len(seen) > 4096:  # keep memory constant: steps only move forward
+                seen.clear()
+            seen.add(key)
+        if "loss" in rec:
+            self.unique_steps[rank] = self.unique_steps.get(rank, 0) + 1
+        self.table.add(rec, file, lineno, rank, ts)
+        self.last_progress[file] = (lineno, ts)
+
+    def finish(self) -> None:
+        if self._wrap is not None:
+            wfile, wline, pre, parts = self._wrap
+            self._wrap = None
+            self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
+        self._close_block()
+
+
+def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
+    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
+    from probes.logs import config as cfg
+    from probes.logs.diagnosis import build_document
+
+    settings = settings or cfg.Settings()
+    stats = ReadStats()
+    files = resolve(paths, stats)
+    analyzer = LogAnalyzer()
+    rx = prefilter_regex()
+    t0 = time.monotonic()
+    from probes.logs import parallel
+
+    for f in files:
+        kw = {"chunk": chunk} if chunk else {}
+        if (workers is None or workers > 1) and parallel.worth_splitting(f):
+            parallel.scan_parallel(f, analyzer, stats, workers=workers, chunk=chunk)
+            continue
+        scan(f, rx, analyzer, stats, **kw)
+        analyzer.finish()
+    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)
+
+
+def grep_pattern() -> str:
+    """The prefilter as a POSIX ERE for ``grep -cE`` (the benchmark's baseline)."""
+    import re as _re
+
+    def ere(lit: str) -> str:
+        return _re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit)
+
+    pats = [ere(k) for k in signatures.KEYWORDS] + [p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]")
+                                                     for p in signatures.PATTERNS]
+    return "|".join(pats)

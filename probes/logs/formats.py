@@ -1,0 +1,197 @@
+"""Progress lines → step records, for every common trainer, detected per line.
+
+One field regex knows the key spellings of Megatron-LM (old and new layouts), GPT-NeoX,
+DeepSpeed, HF Trainer dicts, JSON lines, torchtitan, Lightning / litgpt, nanoGPT and plain
+``key=value`` (the llmdiag trainer's line): ``key: value``, ``key=value``, ``'key': value``,
+``"key": value`` and nanoGPT's ``key value``. Keys map to canonical names; values keep
+units (``ms``/``s``, ``GiB``, ``%``) and thousands separators. A line is a step record when
+it carries a training loss (or is a Megatron iteration line); a line whose loss is a
+validation loss is an eval record.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+NUM = (r"[-+]?(?:nan|NaN|NAN|-?inf|Inf|INF|infinity|"
+       r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
+
+#: spelling (lower case, as printed) -> canonical field
+ALIASES: dict[str, str] = {}
+for canon, names in {
+    "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
+             "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step"],
+    "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
+                 "validation_loss"],
+    "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step"],
+    "iter": ["iter", "iteration", "it", "micro_step"],
+    "lr": ["learning rate", "learning_rate", "lr", "train/learning_rate", "lr-adam"],
+    "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm"],
+    "loss_scale": ["loss scale", "loss_scale", "loss-scale", "scale"],
+    "step_time_ms": ["elapsed time per iteration (ms)", "iter time", "time", "step_time_ms", "step time",
+                     "iteration time", "time/iter", "elapsed_time_per_iteration_ms", "dt", "time_ms"],
+    "step_time_s": ["elapsed time per iteration (s)", "step_time", "step_time_s", "sec/it", "s/it",
+                    "iter_time", "train_runtime_per_step"],
+    "tokens_per_s": ["tps", "tokens_per_s", "tokens/s", "tok/s", "tokens per second", "tokens_per_second",
+                     "wps", "tokens/sec", "throughput (tokens/s)"],
+    "samples_per_s": ["samples/sec", "samples per second", "samples_per_second", "samples/s",
+                      "train_samples_per_second", "currsamplespersec", "it/s"],
+    "tflops": ["throughput per gpu (tflop/s/gpu)", "tflops", "tflop/s", "approx flops per gpu", "tflops/gpu",
+               "model tflops", "tflops_per_gpu"],
+    "mfu_pct": ["mfu"],
+    "memory_gib": ["memory", "mem_gib", "mem", "max memory allocated", "memory_gib", "max_reserved"],
+    "epoch": ["epoch"],
+    "skipped": ["number of skipped iterations", "skipped", "skipped iterations"],
+    "nan_iters": ["number of nan iterations"],
+    "global_batch_size": ["global batch size", "global_batch_size"],
+    "consumed_samples": ["consumed samples", "consumed_samples"],
+}.items():
+    for n in names:
+        ALIASES[n] = canon
+
+_KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
+# key, separator, optional opening bracket/quote, number, unit
+FIELD = re.compile(
+    r"(?<![\w/.-])['\"]?(?P<key>" + _KEYS + r")['\"]?"
+    r"(?P<sep>\s*[:=]\s*|\s+)\[?(?P<val>" + NUM + r")(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
+    re.IGNORECASE,
+)
+# plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
+# several times cheaper than the general FIELD alternation
+_KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
+_EVAL_LINE = re.compile(r"\s*step \d+: train loss [^,]+, val loss")
+_MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
+_LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
+_PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
+_EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
+
+
+def to_float(text: str) -> float | None:
+    try:
+        return float(text)  # the common case, without the string clean-up below
+    except ValueError:
+        pass
+    t = text.replace(",", "").strip().lower()
+    try:
+        v = float(t)
+    except ValueError:
+        return None
+    return v
+
+
+def _unit_scale(canon: str, unit: str, value: float) -> tuple[str, float]:
+    if canon not in ("step_time_ms", "step_time_s", "memory_gib"):
+        return canon, value
+    unit = (unit or "").strip().lower()
+    if canon == "step_time_ms" and unit == "s":
+        return "step_time_ms", value * 1000.0
+    if canon == "step_time_s":
+        return "step_time_ms", value * (1.0 if unit == "ms" else 1000.0)
+    if canon == "memory_gib" and unit in ("mib", "mb"):
+        return canon, value / 1024.0
+    return canon, value
+
+
+def parse_progress(msg: str) -> dict | None:
+    """A step (or eval) record from one message, or None when the line is not a progress line."""
+    rec: dict = {}
+    # substring guards first: a regex that starts with a lookbehind cannot skip ahead quickly
+    mg = _MEGATRON.search(msg) if "iteration" in msg else None
+    if mg:
+        rec["iter"] = int(mg["it"])
+        rec["train_iters"] = int(mg["total"])
+        rec["format"] = "megatron"
+        for f in _PIPE_FIELD.finditer(msg, mg.end() - 1):
+            key = f["key"].strip().lower()
+            canon = ALIASES.get(key)
+            if canon is None and key.endswith("loss") and not key.startswith(("lm", "val")):
+                rec.setdefault("extra", {})[key] = to_float(f["val"])
+                continue
+            if canon is None:
+                continue
+            v = to_float(f["val"])
+            if v is not None:
+                canon, v = _unit_scale(canon, "s" if "(s)" in key else "", v)
+                rec.setdefault(canon, v)
+        return _finish(rec)
+    lit = _LITGPT.search(msg) if "iter " in msg and " step " in msg else None
+    start = 0
+    if lit:
+        rec["iter"], rec["step"], rec["format"] = int(lit["it"]), int(lit["step"]), "litgpt"
+        rec["optimizer_step"] = "(optimizer.step)" in msg
+        start = lit.end()
+    if "=" in msg and ":" not in msg and "'" not in msg and '"' not in msg and " - " not in msg:
+        for f in _KV.finditer(msg, start):
+            canon = ALIASES.get(f[1].lower())
+            if canon is None or canon in rec:
+                continue
+            v = to_float(f[2])
+            if v is not None:
+                canon, v = _unit_scale(canon, f[3] or "", v)
+                rec.setdefault(canon, v)
+        start = len(msg)
+    for f in FIELD.finditer(msg, start):
+        key = f["key"].lower()
+        canon = ALIASES[key]
+        sep = f["sep"]
+        # nanoGPT's "key value" form only for words that are unambiguous without a colon
+        if not sep.strip() and key not in ("loss", "iter", "step", "time", "mfu", "train loss", "val loss",
+                                           "lm loss", "epoch", "iteration", "lr", "grad norm", "loss scale"):
+            continue
+        v = to_float(f["val"])
+        if v is None:
+            continue
+        canon, v = _unit_scale(canon, f["unit"] or "", v)
+        if canon in rec:
+            continue
+        rec[canon] = v
+    if "loss" not in rec and "val_loss" not in rec:
+        return None
+    if "train_runtime" in msg or "train_steps_per_second" in msg:
+        return None  # HF Trainer's end-of-training summary, not a step
+    if "step" not in rec and "iter" not in rec:
+        bar = _EPOCH_STEP.search(msg) if "Epoch " in msg else None
+        if bar:
+            rec["iter"] = int(bar["it"])
+    if "format" not in rec:
+        rec["format"] = _guess_format(msg)
+    if _EVAL_LINE.match(msg):
+        rec["_eval_line"] = True
+    return _finish(rec)
+
+
+def _guess_format(msg: str) -> str:
+    s = msg.lstrip()
+    if s.startswith("{'") or "{'loss'" in s:
+        return "hf-trainer"
+    if s.startswith("{"):
+        return "jsonl"
+    if "tps:" in msg and "mfu:" in msg:
+        return "torchtitan"
+    if re.match(r"iter \d+:", s):
+        return "nanogpt"
+    if "=" in msg:
+        return "key-value"
+    return "generic"
+
+
+def _finish(rec: dict) -> dict:
+    for k in ("iter", "step"):
+        if k in rec and isinstance(rec[k], float):
+            if math.isfinite(rec[k]) and rec[k] == int(rec[k]):
+                rec[k] = int(rec[k])
+            else:
+                del rec[k]
+    # an eval record: only a validation loss, or nanoGPT's "step N: train loss X, val loss Y"
+    # (a Lightning bar that shows train_loss and the last val_loss is still a training step)
+    if "val_loss" in rec and ("loss" not in rec or rec.pop("_eval_line", False)):
+        rec["eval"] = True
+    rec.pop("_eval_line", None)
+    if "loss" not in rec and "val_loss" not in rec and rec.get("format") != "megatron":
+        return None  # type: ignore[return-value]
+    return rec
+
+
+def is_nan(v: float | None) -> bool:
+    return v is not None and not math.isfinite(v)

@@ -1,0 +1,101 @@
+"""Both cores on one big file: byte ranges analysed in worker processes, results merged.
+
+Each worker runs the normal scanner and analyzer over its range of lines (ranges are
+aligned to line starts, see ``readers.iter_chunks``) and sends back its analyzer state;
+line numbers are local to the range and shifted here by the lines of the ranges before.
+Only plain files above ``MIN_BYTES`` are split (gzip streams cannot seek); a block message
+that straddles a range boundary (a wrapped watchdog line, a ChildFailedError summary
+hundreds of megabytes into a file) may be cut there — the price of the split.
+"""
+
+from __future__ import annotations
+
+import os
+
+from probes.logs.readers import ReadStats
+
+MIN_BYTES = 64 << 20
+
+
+def worth_splitting(path: str) -> bool:
+    if path == "-" or (os.cpu_count() or 1) < 2:
+        return False
+    try:
+        if os.path.getsize(path) < MIN_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(2) != b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _work(args):
+    path, start, end, chunk = args
+    from probes.logs.analyzer import LogAnalyzer, prefilter_regex
+    from probes.logs.readers import scan
+
+    an, stats = LogAnalyzer(), ReadStats()
+    kw = {"chunk": chunk} if chunk else {}
+    scan(path, prefilter_regex(), an, stats, start=start, end=end, **kw)
+    an.finish()
+    return an, stats
+
+
+def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None):
+    import multiprocessing as mp
+
+    size = os.path.getsize(path)
+    n = max(1, min(workers or os.cpu_count() or 1, 8))
+    bounds = [size * i // n for i in range(n + 1)]
+    ctx = mp.get_context("fork")
+    with ctx.Pool(n) as pool:
+        parts = pool.map(_work, [(path, bounds[i], bounds[i + 1], chunk) for i in range(n)])
+    stats.files.append(path)
+    offset = 0
+    for an, st in parts:
+        merge(analyzer, an, offset)
+        stats.bytes_read += st.bytes_read
+        stats.candidate_lines += st.candidate_lines
+        for p in st.problems:
+            stats.problem(p["file"], p["kind"], p["message"], p["line"] + offset if p["line"] else None)
+        if path in st.last_line:
+            stats.last_line[path] = st.last_line[path]
+        offset += st.lines
+    stats.lines += offset
+    stats.file_lines[path] = offset
+
+
+def merge(dst, src, offset: int) -> None:
+    """Append ``src`` (an analyzer of a later range) to ``dst`` with lines shifted by ``offset``."""
+    for e in src.events:
+        e.line += offset
+        dst.events.append(e)
+    t, s = dst.table, src.table
+    fid = {}
+    for i, f in enumerate(s.files):
+        if f not in t._file_ids:
+            t._file_ids[f] = len(t.files)
+            t.files.append(f)
+        fid[i] = t._file_ids[f]
+    for c, arr in s.f.items():
+        t.f[c].extend(arr)
+    for c, arr in s.i.items():
+        if c == "line":
+            t.i[c].extend(v + offset for v in arr)
+        elif c == "file":
+            t.i[c].extend(fid[v] for v in arr)
+        else:
+            t.i[c].extend(arr)
+    for ev in src.evals:
+        ev["line"] += offset
+        dst.evals.append(ev)
+    dst.lines_with_loss += src.lines_with_loss
+    dst.optimizer_step_lines += src.optimizer_step_lines
+    for k, v in src.extra.items():
+        dst.extra.setdefault(k, v)
+    for r, n in src.unique_steps.items():
+        dst.unique_steps[r] = dst.unique_steps.get(r, 0) + n
+    for f, (line, ts) in src.last_progress.items():
+        dst.last_progress[f] = (line + offset, ts)
+
+

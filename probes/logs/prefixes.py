@@ -1,0 +1,90 @@
+"""Line prefixes that launchers, loggers and viewers put in front of a message.
+
+``split_prefix(line)`` peels them off repeatedly and returns the rank (when a prefix names
+one), the host, a timestamp in epoch seconds and the message. Recognised: torchrun
+``[rank3]:`` / ``[default7]:``, mpirun ``[1,0]<stdout>:``, Ray ``(RayTrainWorker pid=…)``,
+Slurm ``srun -l`` ``12: ``, pdsh/nccl-tests ``host: ``, ISO / bracketed timestamps, kernel
+``[12345.678]``, log-viewer line numbers ``[4370] ``, glog ``[E610 19:41:10.7 file.cpp:12]``
+and Python-logging ``[INFO] [file.py:12:fn]`` tags.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import NamedTuple
+
+_TS = (r"(?P<y>\d{4})[-/](?P<mo>\d{2})[-/](?P<d>\d{2})[ T_](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+       r"(?P<frac>[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+
+_PREFIXES: list[tuple[str, re.Pattern[str]]] = [
+    ("lineno", re.compile(r"\[\d+\] ")),
+    ("rank", re.compile(r"\[(?:rank|default|worker|trainer)(?P<rank>\d+)\]:\s?")),
+    ("mpi", re.compile(r"\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),
+    ("ray", re.compile(r"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
+    ("ts", re.compile(r"\[?" + _TS + r"\]?(?: -|:)?\s+")),
+    ("kernel", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:kernel: )?")),
+    ("glog", re.compile(r"\[?[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)?(?: +\d+)? ?[\w.]+\.(?:cpp|cc|h|py):\d+\]\s*")),
+    ("pylog", re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*(?:\[[\w.]+:\d+:\w+\]\s*)?")),
+    ("tag", re.compile(r"\[(?:titan|deepspeed|deepscale)\]\s+")),
+    ("srun", re.compile(r"(?P<rank>\d{1,5}): ")),
+    # a host name contains a digit (node-1, h100-13, GPUHOST23) and no underscore, which tells it
+    # from an exception name ("RuntimeError: ...") or a key ("loss: ...").
+    ("host", re.compile(r"(?P<host>(?=[\w.-]*\d)(?=[\w.-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9.-]*): (?=\S)")),
+]
+
+
+class Prefix(NamedTuple):
+    rank: int | None
+    host: str | None
+    ts: float | None
+    message: str
+
+
+def parse_timestamp(m: re.Match[str]) -> float | None:
+    try:
+        frac = m.group("frac")
+        dt = _dt.datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
+                          tzinfo=_dt.timezone.utc)
+        return dt.timestamp() + (float("0." + frac[1:]) if frac else 0.0)
+    except (ValueError, OverflowError):
+        return None
+
+
+_TS_ANYWHERE = re.compile(_TS)
+
+
+def find_timestamp(text: str) -> float | None:
+    """A timestamp anywhere in the first part of a line (the logger put it after a tag)."""
+    m = _TS_ANYWHERE.search(text, 0, 80)
+    return parse_timestamp(m) if m else None
+
+
+def split_prefix(line: str) -> Prefix:
+    rank = host = ts = None
+    pos = 0
+    n = len(line)
+    while pos < n and line[pos] == " ":
+        pos += 1
+    seen: set[str] = set()
+    progressed = True
+    while progressed and pos < n:
+        progressed = False
+        for name, rx in _PREFIXES:
+            if name in seen:
+                continue
+            m = rx.match(line, pos)
+            if not m or m.end() == pos:
+                continue
+            if name in ("rank", "mpi", "srun") and rank is None:
+                rank = int(m["rank"])
+            elif name in ("host", "syslog") and host is None:
+                host = m["host"]
+            elif name == "ts":
+                ts = parse_timestamp(m)
+            seen.add(name)
+            pos = m.end()
+            progressed = True
+            break
+    return Prefix(rank, host, ts, line[pos:])

@@ -1,0 +1,206 @@
+"""Reading logs fast and defensively: files, directories, globs, ``.gz``, ``-`` (stdin).
+
+The scanner never looks at most lines. It reads large binary chunks, runs one combined
+prefilter regex over the whole chunk (``finditer`` in C), and hands only the lines around
+a hit to the detailed parsers; a consumer may ask for the next few lines too (a wrapped
+message, a ChildFailedError block). Line numbers come from counting newlines between hits
+(``bytes.count``, also C). Problems — unreadable files, truncated gzip, NUL bytes, invalid
+UTF-8, megabyte lines — are counted in :class:`ReadStats`, never raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import io
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+CHUNK = 8 << 20
+#: Longest line handed to the parsers; longer ones are cut (and counted).
+MAX_LINE = 64 << 10
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl", ".json", ".stdout", ".stderr")
+
+
+@dataclasses.dataclass
+class ReadStats:
+    files: list[str] = dataclasses.field(default_factory=list)
+    bytes_read: int = 0
+    lines: int = 0
+    candidate_lines: int = 0
+    problems: list[dict] = dataclasses.field(default_factory=list)
+    last_line: dict[str, str] = dataclasses.field(default_factory=dict)
+    file_lines: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def problem(self, file: str, kind: str, message: str, line: int | None = None) -> None:
+        if len(self.problems) < 200:  # junk files can produce millions; a sample is enough
+            self.problems.append({"file": file, "kind": kind, "line": line, "message": message})
+
+
+def resolve(paths: Iterable[str], stats: ReadStats) -> list[str]:
+    """Expand directories (log-like files inside, sorted) and globs; keep '-' for stdin."""
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append(p)
+            continue
+        matches = sorted(glob.glob(p)) if any(c in p for c in "*?[") else [p]
+        if not matches:
+            stats.problem(p, "missing", "no file matches this pattern")
+        for m in matches:
+            if os.path.isdir(m):
+                found = sorted(str(f) for f in Path(m).rglob("*") if f.is_file() and f.name.endswith(_LOG_SUFFIXES))
+                if not found:
+                    stats.problem(m, "empty-dir", "directory holds no log files")
+                out.extend(found)
+            elif os.path.exists(m):
+                out.append(m)
+            else:
+                stats.problem(m, "missing", "no such file")
+    return out
+
+
+def open_binary(path: str) -> io.BufferedIOBase:
+    if path == "-":
+        return sys.stdin.buffer
+    fh = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh)  # type: ignore[return-value]
+    return fh
+
+
+def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK, start: int = 0,
+                end: int | None = None) -> Iterator[bytes]:
+    """Chunks that end at a newline (the remainder travels into the next chunk).
+
+    With a byte range (plain files only) reading starts at the first line that begins at or
+    after ``start`` and stops after the line that contains byte ``end - 1``, so adjacent
+    ranges cover every line exactly once.
+    """
+    try:
+        fh = open_binary(path)
+    except OSError as exc:
+        stats.problem(path, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
+        return
+    rest = b""
+    try:
+        if start:
+            fh.seek(start - 1)
+            if fh.read(1) != b"\n":
+                fh.readline()
+        pos = fh.tell() if end is not None else 0  # stdin and gzip streams are never split
+        while True:
+            try:
+                if end is not None and pos >= end:
+                    data = b""
+                elif end is not None:
+                    data = fh.read(min(chunk, end - pos))
+                    pos += len(data)
+                    if pos >= end and data and not data.endswith(b"\n"):
+                        data += fh.readline()
+                else:
+                    data = fh.read(chunk)
+            except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
+                stats.problem(path, "truncated", f"stopped reading: {type(exc).__name__}: {exc}")
+                data = b""
+            if not data:
+                break
+            stats.bytes_read += len(data)
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) < 4 * chunk:
+                rest = data
+                continue
+            if cut == 0:  # one enormous line: hand it over in pieces rather than grow without bound
+                cut = len(data)
+            rest = data[cut:]
+            yield data[:cut]
+        if rest:
+            yield rest
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+#: consumer(file, lineno, text) -> how many of the following lines it wants to see as well.
+Consumer = Callable[[str, int, str], int]
+
+
+def decode(raw: bytes, path: str, lineno: int, stats: ReadStats) -> str:
+    if len(raw) > MAX_LINE:
+        stats.problem(path, "long-line", f"line of {len(raw)} bytes cut to {MAX_LINE}", lineno)
+        raw = raw[:MAX_LINE]
+    if b"\x00" in raw:
+        stats.problem(path, "binary", "NUL bytes in line (binary data)", lineno)
+        raw = raw.replace(b"\x00", b"")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.problem(path, "encoding", "invalid UTF-8 replaced", lineno)
+        return raw.decode("utf-8", errors="replace")
+
+
+def _line_bounds(buf: bytes, start: int, end: int) -> tuple[int, int]:
+    """The physical line around [start, end); a carriage return also ends a progress-bar segment."""
+    ls = buf.rfind(b"\n", 0, start) + 1
+    cr = buf.rfind(b"\r", ls, start)  # only within this physical line: a full rfind would be quadratic
+    if cr >= 0:
+        ls = cr + 1
+    le_n = buf.find(b"\n", end)
+    le_n = len(buf) if le_n < 0 else le_n
+    le_r = buf.find(b"\r", end, le_n)
+    return ls, (le_r if le_r >= 0 else le_n)
+
+
+def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: ReadStats,
+         chunk: int = CHUNK, start: int = 0, end: int | None = None) -> None:
+    """Feed every prefilter-matching line of ``path`` (and requested followers) to ``consumer``."""
+    if not start:
+        stats.files.append(path)
+    base = 0  # lines before the current chunk
+    want = 0  # following lines the consumer still wants (may span chunks)
+    last = b""
+    for buf in iter_chunks(path, stats, chunk, start, end):
+        counted_to = 0
+        newlines = 0
+
+        def number(at: int) -> int:
+            nonlocal counted_to, newlines
+            newlines += buf.count(b"\n", counted_to, at)
+            counted_to = at
+            return base + newlines + 1
+
+        def follow(pos: int) -> int:
+            nonlocal want
+            while want and pos < len(buf):
+                end = buf.find(b"\n", pos)
+                end = len(buf) if end < 0 else end
+                n = number(pos)
+                stats.candidate_lines += 1
+                want = max(want - 1, consumer(path, n, decode(buf[pos:end].rstrip(b"\r"), path, n, stats)))
+                pos = end + 1
+            return pos
+
+        pos = follow(0)
+        for m in prefilter.finditer(buf, pos):
+            if m.start() < pos:
+                continue
+            ls, le = _line_bounds(buf, m.start(), m.end())
+            n = number(ls)
+            stats.candidate_lines += 1
+            want = consumer(path, n, decode(buf[ls:le], path, n, stats))
+            end = buf.find(b"\n", le)
+            pos = follow(len(buf) if end < 0 else end + 1)
+        base += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
+        tail = buf.rstrip(b"\r\n")
+        if tail:
+            last = tail[tail.rfind(b"\n") + 1:][-4096:]
+    stats.lines += base
+    stats.file_lines[path] = base
+    if last:
+        stats.last_line[path] = decode(last, path, base, stats)

@@ -1,0 +1,433 @@
+"""Failure signatures: one line (or a short block) of a log → an event with extracted facts.
+
+Each :class:`Rule` names the keyword that must be in the line (a cheap substring test that
+also feeds the bulk prefilter), a regex, and a handler that returns facts. Wordings covered:
+every PyTorch generation of the NCCL watchdog (1.x ``Caught collective operation timeout``
+to 2.7 ``failure detected by watchdog at work sequence id``), the heartbeat monitor, aborted
+communicators, NCCL WARN lines and return-code chains (``-> 3``), nccl-tests failures, c10d
+rendezvous errors, every CUDA OOM wording, other CUDA errors, Xid / ECC, torchrun
+``ChildFailedError`` blocks, fatal signals, Slurm time limits, Python tracebacks, fp16
+overflow messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+from probes.logs.unwrap import needs_continuation
+
+_GIB = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
+        "kb": 1 / 2**20, "mb": 1 / 1024, "gb": 1.0}
+SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE",
+           2: "SIGINT", 1: "SIGHUP"}
+SIGNAL_KIND = {9: "sigkill", 6: "sigabrt", 11: "segfault"}
+NCCL_RC_KIND = {1: "nccl_unhandled_cuda_error", 2: "nccl_system_error", 3: "nccl_internal_error"}
+
+
+def gib(number: str, unit: str) -> float | None:
+    try:
+        return float(number.replace(",", "")) * _GIB[unit.lower()]
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclasses.dataclass
+class Event:
+    kind: str
+    file: str
+    line: int
+    message: str
+    rank: int | None = None
+    host: str | None = None
+    ts: float | None = None
+    facts: dict = dataclasses.field(default_factory=dict)
+    #: an echo repeats or follows a root event (e.g. "taking the entire process down")
+    echo: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    keyword: str
+    regex: re.Pattern[str]
+    handler: Callable[[re.Match[str], str], tuple[str, dict] | None]
+
+
+_RANK_IN_MSG = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]")
+_PG = re.compile(r"\[PG (?:ID )?(\S+)(?: PG GUID (\S+?))?(?:\(([\w-]+)\))? Rank \d+\]")
+_WORK_FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([^,)\s]+)")
+
+
+def _timeout(m: re.Match[str], msg: str):
+    body = m["body"]
+    f: dict = {}
+    for k, v in _WORK_FIELD.findall(body):
+        name = {"SeqNum": "seq_num", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
+                "Timeout(ms)": "timeout_ms"}[k]
+        f[name] = v if name == "op_type" else _int(v)
+    f["has_numel"] = "numel_in" in f
+    if m["ran"]:
+        f["ran_for_ms"] = int(m["ran"])
+    return "nccl_timeout", f
+
+
+def _int(v: str) -> int | str:
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def _work_status(m: re.Match[str], msg: str):
+    f = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    return "nccl_timeout_status", f
+
+
+def _heartbeat(m: re.Match[str], msg: str):
+    f: dict = {}
+    s = re.search(r"stuck for (\d+) seconds", msg)
+    if s:
+        f["stuck_s"] = int(s[1])
+    return "nccl_heartbeat_stuck", f
+
+
+def _aborted(m: re.Match[str], msg: str):
+    return "nccl_communicator_aborted", {"aborted_rank": int(m[1])}
+
+
+def _nccl_error_text(m: re.Match[str], msg: str):
+    low = msg.lower()
+    f: dict = {}
+    v = re.search(r"NCCL version ([\d.]+\S*)", msg)
+    if v:
+        f["nccl_version"] = v[1].rstrip(",")
+    if "ncclinternalerror" in low or "internal error" in low:
+        return "nccl_internal_error", f
+    if "ncclsystemerror" in low or "system error" in low:
+        return "nccl_system_error", f
+    if "ncclunhandledcudaerror" in low or "unhandled cuda error" in low:
+        return "nccl_unhandled_cuda_error", f
+    return None
+
+
+def _nccl_rc(m: re.Match[str], msg: str):
+    rc = int(m[1])
+    if rc in NCCL_RC_KIND:
+        return "nccl_rc", {"nccl_return_code": rc}
+    return None
+
+
+def _nccl_warn(m: re.Match[str], msg: str):
+    f: dict = {}
+    text = msg[m.end():].strip()
+    cf = re.search(r"Cuda failure (\d+)? ?'([^']*)'", text)
+    if cf:
+        if cf[1]:
+            f["cuda_failure_code"] = int(cf[1])
+        f["cuda_failure"] = cf[2]
+    peer = re.search(r"[Cc]onnect(?:ing)? to (\S+?)(?: failed|,|$)", text)
+    if peer:
+        f["peer"] = peer[1]
+    f["warn_text"] = text[:300]
+    return "nccl_warn", f
+
+
+def _test_failure(m: re.Match[str], msg: str):
+    f = {"test_failure_site": m["site"], "nccl_error_text": m["text"].strip(" /")}
+    t = m["text"].lower()
+    kind = ("nccl_internal_error" if "internal" in t else "nccl_system_error" if "system" in t
+            else "nccl_unhandled_cuda_error" if "cuda" in t else "nccl_test_failure")
+    return kind, f
+
+
+def _test_failure_pid(m: re.Match[str], msg: str):
+    return "nccl_test_pid", {"host": m["host"], "pid": int(m["pid"]), "site": m["site"]}
+
+
+def _oom(m: re.Match[str], msg: str):
+    f: dict = {"oom_tried_to_allocate_gib": None}
+    t = re.search(r"Tried to allocate ([\d.,]+) ?([KMGT]i?B|B)", msg)
+    if t:
+        f["oom_tried_to_allocate_gib"] = gib(t[1], t[2])
+        f["oom_tried_to_allocate_raw"] = f"{t[1]} {t[2]}"
+        f["tried_to_allocate_bytes"] = int(round(gib(t[1], t[2]) * 2**30))
+    g = re.search(r"GPU (\d+)", msg)
+    if g:
+        f["oom_gpu_index"] = int(g[1])
+    for name, rx in (
+        ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB)"),
+        ("oom_free_gib", r"([\d.]+) ([KMGT]iB) free|of which ([\d.]+) ([KMGT]iB) is free"),
+        ("oom_process_in_use_gib", r"has ([\d.]+) ([KMGT]iB) memory in use"),
+        ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB) already allocated"),
+        ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch"),
+        ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated"),
+    ):
+        x = re.search(rx, msg)
+        if x:
+            num, unit = (x[1], x[2]) if x[1] else (x[3], x[4])
+            f[name] = gib(num, unit)
+    ru = f.get("oom_reserved_unallocated_gib")
+    if ru is not None and ru >= max(1.0, 0.2 * (f.get("oom_tried_to_allocate_gib") or 0)):
+        f["fragmentation"] = True
+    return "cuda_oom", f
+
+
+def _oom_other(m: re.Match[str], msg: str):
+    return "cuda_oom", {"oom_tried_to_allocate_gib": None, "oom_wording": m[0]}
+
+
+def _cuda_error(m: re.Match[str], msg: str):
+    text = m["text"].strip().rstrip(".")
+    low = text.lower()
+    if "out of memory" in low or "alloc_failed" in low:
+        return "cuda_oom", {"oom_tried_to_allocate_gib": None, "oom_wording": text[:120]}
+    if "ecc" in low:
+        return "ecc_xid", {"cuda_error": text[:200]}
+    return "cuda_error", {"cuda_error": text[:200]}
+
+
+def _xid(m: re.Match[str], msg: str):
+    rest = m["rest"].strip()
+    rest = re.sub(r"^pid=[^,]*,\s*(?:name=[^,]*,\s*)?", "", rest).strip().rstrip(".")
+    return "ecc_xid", {"xid": int(m["xid"]), "pci": m["pci"], "xid_message": rest}
+
+
+def _ecc(m: re.Match[str], msg: str):
+    return "ecc_xid", {"ecc_message": msg.strip()[:200]}
+
+
+def _addr_in_use(m: re.Match[str], msg: str):
+    f: dict = {"errno": 98}
+    p = re.search(r"(?:\]|\d):(\d{2,5})\b[^\n]*?(?:errno|Address)|port:? (\d{2,5})", msg)
+    if p:
+        f["port"] = int(p[1] or p[2])
+    return "rendezvous_address_in_use", f
+
+
+_STORE_CONTEXT = re.compile(r"(?i)c10d|TCPStore|socket|rendezvous|rdzv|store|MASTER_ADDR|init_process_group")
+
+
+def _rdzv_timeout(m: re.Match[str], msg: str):
+    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after")) and \
+            not _STORE_CONTEXT.search(msg):
+        return None  # an HTTP download or a metrics uploader timing out is not a rendezvous failure
+    f: dict = {}
+    t = re.search(r"Original timeout was (\d+) ?ms", msg)
+    if t:
+        f["connect_timeout_ms"] = int(t[1])
+    t = re.search(r"timed out after (\d+)(ms|s)\b", msg)
+    if t:
+        f["connect_timeout_ms"] = int(t[1]) * (1 if t[2] == "ms" else 1000)
+    e = re.search(r"errno:? (\d+)", msg)
+    if e:
+        f["errno"] = int(e[1])
+    a = re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
+    if a:
+        f["store_host"], f["store_port"] = a[1], int(a[2])
+    if "refused" in msg.lower():
+        f["reason"] = "connection refused"
+    return "rendezvous_timeout", f
+
+
+def _rdzv_context(m: re.Match[str], msg: str):
+    return "rdzv_context", {"rdzv_backend": m[1]}
+
+
+def _launcher(m: re.Match[str], msg: str):
+    cmd = m[0].strip()
+    words = cmd.split()
+    head = " ".join(words[:3] if words[0] == "python" else words[:2] if words[0] == "accelerate" else words[:1])
+    if "--standalone" in words:
+        head += " --standalone"
+    return "launcher", {"launcher_cmd": head, "launcher_cmdline": cmd[:300]}
+
+
+def _child_failed(m: re.Match[str], msg: str):
+    return "child_failed", {}
+
+
+def _signal(m: re.Match[str], msg: str):
+    num = m["num"]
+    name = m["name"]
+    if num is None and name:
+        num = {v: k for k, v in SIGNALS.items()}.get(name.upper())
+    f = {"signal": SIGNALS.get(int(num), name) if num else name}
+    if num:
+        f["exitcode"] = -int(num)
+    if m["pid"]:
+        f["pid"] = int(m["pid"])
+    kind = SIGNAL_KIND.get(int(num)) if num else None
+    return (kind, f) if kind else None
+
+
+def _exitcode(m: re.Match[str], msg: str):
+    code = int(m["code"])
+    kind = SIGNAL_KIND.get(-code)
+    if not kind:
+        return None
+    f = {"exitcode": code, "signal": SIGNALS[-code]}
+    if m["pid"]:
+        f["pid"] = int(m["pid"])
+    if m["lr"]:
+        f["local_rank"] = int(m["lr"])
+    return kind, f
+
+
+def _segv(m: re.Match[str], msg: str):
+    return "segfault", {"signal": "SIGSEGV", "exitcode": -11}
+
+
+def _abort(m: re.Match[str], msg: str):
+    return "sigabrt", {"signal": "SIGABRT", "exitcode": -6}
+
+
+def _killed(m: re.Match[str], msg: str):
+    f = {"signal": "SIGKILL", "exitcode": -9}
+    p = re.search(r"Killed process (\d+) \(([^)]*)\)", msg)
+    if p:
+        f["pid"], f["process"], f["host_oom_killer"] = int(p[1]), p[2], True
+    return "sigkill", f
+
+
+def _slurm(m: re.Match[str], msg: str):
+    f = {"slurm_job_id": int(m["job"]) if m["job"].isdigit() else m["job"]}
+    if m["node"]:
+        f["node"] = m["node"]
+    if m["at"]:
+        f["cancelled_at"] = m["at"]
+    return "slurm_time_limit", f
+
+
+def _overflow(m: re.Match[str], msg: str):
+    f: dict = {}
+    a = re.search(r"Attempted loss scale: (\d+(?:\.\d+)?(?:e\+?\d+)?)", msg)
+    if a:
+        f["attempted_loss_scale"] = float(a[1])
+    r = re.search(r"reducing (?:loss scale )?to:? (\d+(?:\.\d+)?(?:e\+?\d+)?)|"
+                  r"setting loss scale to:? (\d+(?:\.\d+)?(?:e\+?\d+)?)", msg)
+    if r:
+        f["new_loss_scale"] = float(r[1] or r[2])
+    if "hysteresis" in msg:
+        f["hysteresis"] = True
+    rk = re.search(r"Rank (\d+)", msg)
+    if rk:
+        f["rank"] = int(rk[1])
+    return "overflow", f
+
+
+def _traceback(m: re.Match[str], msg: str):
+    return "traceback", {}
+
+
+def _exception(m: re.Match[str], msg: str):
+    return "exception", {"exception_type": m["type"], "exception_message": (m["text"] or "").strip()[:300]}
+
+
+def _dtype(m: re.Match[str], msg: str):
+    return "dtype", {"dtype": {"fp16": "float16", "bf16": "bfloat16", "half": "float16"}.get(m[1].lower(),
+                                                                                          m[1].lower())}
+
+
+R = re.compile
+RULES: list[Rule] = [
+    Rule("WorkNCCL", R(r"[Cc]aught collective operation timeout: WorkNCCL\((?P<body>(?:[^()]|\([^()]*\))*)\)"
+                       r"(?: ran for (?P<ran>\d+) milliseconds)?"), _timeout),
+    Rule("watchdog at work", R(r"(?:failure|timeout) detected by watchdog at work(?: sequence id)?: (?P<seq_num>\d+)"
+                               r"(?:.*?last enqueued (?:NCCL )?work: (?P<last_enqueued_work>\d+))?"
+                               r"(?:.*?last completed (?:NCCL )?work: (?P<last_completed_work>\d+))?"), _work_status),
+    Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
+                            r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
+         _work_status),
+    Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat),
+    Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
+    Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|DistBackendError.*NCCL"),
+         _nccl_error_text),
+    Rule("NCCL INFO", R(r"NCCL INFO \S+:\d+ -> (\d+)"), _nccl_rc),
+    Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
+    Rule("Test NCCL failure", R(r"Test NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
+    Rule("Test failure", R(r"(?P<host>[\w.-]+) pid (?P<pid>\d+): Test failure (?P<site>\S+:\d+)"), _test_failure_pid),
+    Rule("out of memory", R(r"CUDA out of memory|OutOfMemoryError"), _oom),
+    Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
+         _oom_other),
+    Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
+    Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
+    # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
+    Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),
+    Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
+    Rule("timed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
+                        r"|RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+    # the client retries a refused store connection until its timeout: the same failure class
+    Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
+                         r"Connection refused)"), _rdzv_timeout),
+    Rule("rendezvous", R(r"(\w+)_rendezvous_backend|rdzv[_-]backend[= ](\w+)"), _rdzv_context),
+    Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
+         _launcher),
+    Rule("ChildFailedError", R(r"ChildFailedError"), _child_failed),
+    Rule("Root Cause", R(r"Root Cause \(first observed failure\)"), _child_failed),
+    Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
+    Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
+    Rule("Segmentation fault", R(r"Segmentation fault|SIGSEGV|signal 11\b"), _segv),
+    Rule("Abort", R(r"Aborted \(core dumped\)|Fatal Python error: Aborted"), _abort),
+    Rule("Kill", R(r"Killed process \d+ \(|^Killed$|Out of memory: Kill"), _killed),
+    Rule("TIME LIMIT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) "
+                         r"DUE TO TIME LIMIT"), _slurm),
+    Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
+    Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
+         _overflow),
+    Rule("Traceback", R(r"^Traceback \(most recent call last\):"), _traceback),
+    Rule("rror", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?::\s*(?P<text>.*))?$"),
+         _exception),
+    Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?::\s*(?P<text>.*))?$"),
+         _exception),
+    Rule("dtype", R(r"dtype\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype),
+]
+
+#: Literal words whose presence makes a line worth parsing (the bulk prefilter, also grep's list).
+KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
+    [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill")]
+    + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+       "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
+       "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
+       "loss", "Loss", "LOSS", "iteration"]))
+#: Prefilter patterns that are not literals: NCCL return-code chains ("... -> 3", not "-> 1[1] via").
+PATTERNS: tuple[str, ...] = (r" -> \d+(?:\s|$)",)
+
+
+def find_rank(msg: str) -> int | None:
+    m = _RANK_IN_MSG.search(msg)
+    return int(m[1]) if m else None
+
+
+def pg_of(msg: str) -> str | None:
+    m = _PG.search(msg)
+    if not m:
+        return None
+    return m[3] or m[1]
+
+
+_NCCL_PREFIX = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+
+
+def nccl_prefix(msg: str) -> re.Match[str] | None:
+    return _NCCL_PREFIX.match(msg)
+
+
+def match_line(msg: str) -> list[tuple[str, dict, re.Match[str]]]:
+    """Every rule that fires on ``msg`` (a message with its prefixes removed)."""
+    out = []
+    for rule in RULES:
+        if rule.keyword.lower() not in msg.lower() if rule.keyword == "nccl" else rule.keyword not in msg:
+            continue
+        m = rule.regex.search(msg)
+        if not m:
+            continue
+        r = rule.handler(m, msg)
+        if r is not None:
+            out.append((r[0], r[1], m))
+    return out
+
+
+def wants_continuation(msg: str) -> int:
+    """How many following lines a wrapped signature needs (terminal wrap of WorkNCCL(...))."""
+    return 2 if needs_continuation(msg) else 0

@@ -1,0 +1,155 @@
+"""Ports, local view: MASTER_PORT and the job's port range bindable here; holders of busy ports.
+
+Bind tests mimic a server (SO_REUSEADDR, all IPv4 addresses), close every socket at once, and
+test at most :data:`MAX_TESTED` ports of a range so a range of thousands stays quick.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from diag.probe import BaseProbe
+
+MAX_TESTED = 128
+
+
+def sample_ports(lo: int, hi: int, limit: int = MAX_TESTED) -> list[int]:
+    """All ports of lo..hi if few, else ``limit`` spread evenly (both ends included)."""
+    n = hi - lo + 1
+    if n <= limit:
+        return list(range(lo, hi + 1))
+    step = (n - 1) / (limit - 1)
+    return sorted({lo + round(i * step) for i in range(limit)})
+
+
+def try_bind(port: int) -> str | None:
+    """None when ``port`` is bindable on all IPv4 addresses, else the error text."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        return None
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno else str(exc)
+    finally:
+        s.close()
+
+
+def holders(ports: set[int]) -> dict[int, list[dict]]:
+    """port → [{pid, name, status}] of local TCP sockets bound to it (needs root for others' pids)."""
+    import psutil
+
+    out: dict[int, list[dict]] = {}
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return out
+    for c in conns:
+        if c.laddr and c.laddr.port in ports and c.status in ("LISTEN", "NONE"):
+            name = None
+            if c.pid:
+                try:
+                    name = psutil.Process(c.pid).name()
+                except psutil.Error:
+                    pass
+            entry = {"pid": c.pid, "name": name, "status": c.status}
+            if entry not in out.setdefault(c.laddr.port, []):
+                out[c.laddr.port].append(entry)
+    return out
+
+
+def compact(ports: list[int]) -> str:
+    """[1,2,3,7] → "1-3,7"."""
+    parts, start = [], None
+    for i, p in enumerate(ports):
+        if start is None:
+            start = p
+        if i + 1 == len(ports) or ports[i + 1] != p + 1:
+            parts.append(f"{start}" if start == p else f"{start}-{p}")
+            start = None
+    return ",".join(parts)
+
+
+def _holder_text(hs: list[dict]) -> str:
+    return "; ".join(f"pid {h['pid']} ({h['name'] or '?'})" if h["pid"] else "a process not visible here" for h in hs)
+
+
+class PortsProbe(BaseProbe):
+    name = "ports"
+    description = "MASTER_PORT and the job's port range bindable; busy-port holders; ephemeral-range overlap"
+    config_section = "network"
+    timeout_s = 10.0
+
+    def run(self, ctx):
+        master = ctx.launcher.master_port or ctx.config.get("cluster", "master_port")
+        lo, hi = ctx.config.get("network", "port_range")
+        yield self.master_port(ctx, master)
+        yield self.port_range(ctx, lo, hi, master)
+        yield self.ephemeral(ctx, lo, hi)
+
+    def master_port(self, ctx, port: int):
+        err = try_bind(port)
+        if err is None:
+            return self.ok(ctx, "master_port", f"MASTER_PORT {port} is free", evidence=[("port", port, "bindable", "")])
+        hs = holders({port}).get(port, [])
+        who = _holder_text(hs) if hs else "holder unknown"
+        return self.fail(ctx, "master_port", f"MASTER_PORT {port} is busy ({err}): held by {who}",
+                         evidence=[("port", port, "bindable", ""), ("holder", who, None, "")],
+                         data={"busy": {str(port): hs}}, runbook="port-in-use",
+                         remediation=f"Stop the leftover process (ss -ltnp 'sport = :{port}') or pick another "
+                                     "MASTER_PORT.")
+
+    def port_range(self, ctx, lo: int, hi: int, master: int):
+        tested, busy = [], {}
+        for p in sample_ports(lo, hi):
+            if p == master:
+                continue  # reported by master_port
+            if ctx.deadline.remaining() < 1.0:
+                break
+            tested.append(p)
+            err = try_bind(p)
+            if err:
+                busy[p] = err
+        who = holders(set(busy)) if busy else {}
+        ev = [("range", f"{lo}-{hi}", None, "ports"), ("tested", compact(tested) or "(none)", None, "ports"),
+              ("busy", compact(sorted(busy)) or "(none)", "(none)", "ports")]
+        data = {"tested": compact(tested), "busy": {str(p): who.get(p, []) for p in busy}}
+        if busy:
+            detail = "; ".join(f"{p} {busy[p]} by {_holder_text(who[p]) if who.get(p) else 'unknown'}" for p in sorted(busy))
+            return self.fail(ctx, "port_range", f"{len(busy)} of {len(tested)} tested ports in {lo}-{hi} are busy: {detail}",
+                             evidence=ev, data=data, runbook="port-in-use",
+                             remediation=f"Stop the processes named here (ss -ltnp) or move network.port_range.")
+        note = "" if len(tested) >= hi - lo + 1 - (lo <= master <= hi) else f" (sampled {len(tested)} of {hi - lo + 1})"
+        return self.ok(ctx, "port_range", f"{len(tested)} tested ports in {lo}-{hi} are free{note}", evidence=ev, data=data)
+
+    def ephemeral(self, ctx, lo: int, hi: int):
+        try:
+            elo, ehi = (int(x) for x in ctx.path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        except (OSError, ValueError) as exc:
+            return self.skip(ctx, "ephemeral_overlap", f"cannot read ip_local_port_range: {exc}")
+        reserved = _reserved(ctx)
+        olo, ohi = max(lo, elo), min(hi, ehi)
+        exposed = [p for p in range(olo, ohi + 1) if p not in reserved] if olo <= ohi else []
+        ev = [("ephemeral_range", f"{elo}-{ehi}", None, "ports"), ("job_range", f"{lo}-{hi}", None, "ports"),
+              ("overlap_not_reserved", compact(exposed) or "(none)", "(none)", "ports")]
+        if exposed:
+            return self.warn(ctx, "ephemeral_overlap", f"{len(exposed)} port(s) of {lo}-{hi} lie in the kernel's "
+                             f"ephemeral range {elo}-{ehi}: an outgoing connection may take one first",
+                             evidence=ev, runbook="port-range-ephemeral",
+                             remediation=f"sysctl -w net.ipv4.ip_local_reserved_ports={lo}-{hi} "
+                                         "(or move network.port_range below the ephemeral range).")
+        return self.ok(ctx, "ephemeral_overlap", f"{lo}-{hi} is outside the ephemeral range {elo}-{ehi} (or reserved)",
+                       evidence=ev)
+
+
+def _reserved(ctx) -> set[int]:
+    try:
+        text = ctx.path("/proc/sys/net/ipv4/ip_local_reserved_ports").read_text().strip()
+    except OSError:
+        return set()
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out

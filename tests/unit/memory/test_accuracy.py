@@ -1,0 +1,69 @@
+"""Accuracy, measured: parameter counts on the meta device, activations under saved_tensors_hooks."""
+
+from __future__ import annotations
+
+import pytest
+
+from diag.memory import estimate
+from diag.memory.measure import compare, grid
+from diag.memory.models import PRESETS, ModelSpec
+from diag.memory.plan import Plan
+
+torch = pytest.importorskip("torch")
+
+
+def _build(m: ModelSpec):
+    """A torch module with the family's layout, built on the meta device (no weights allocated)."""
+    nn = torch.nn
+    h, f = m.hidden, m.ffn
+    with torch.device("meta"):
+        layers = []
+        for _ in range(m.layers):
+            attn = [nn.Linear(h, h, bias=m.bias), nn.Linear(h, m.kv_dim, bias=m.bias),
+                    nn.Linear(h, m.kv_dim, bias=m.bias), nn.Linear(h, h, bias=m.bias)]
+            experts = [nn.ModuleList([nn.Linear(h, f, bias=m.bias), nn.Linear(f, h, bias=m.bias)]
+                                     + ([nn.Linear(h, f, bias=m.bias)] if m.gated else [])) for _ in range(m.experts)]
+            norms = [nn.LayerNorm(h) if m.norm == "layer" else nn.RMSNorm(h) for _ in range(2)]
+            router = [nn.Linear(h, m.experts, bias=False)] if m.experts > 1 else []
+            layers.append(nn.ModuleList(attn + experts + norms + router))
+        parts = [nn.Embedding(m.vocab, h), nn.ModuleList(layers), nn.LayerNorm(h) if m.norm == "layer" else nn.RMSNorm(h)]
+        if m.positions:
+            parts.append(nn.Embedding(m.positions, h))
+        if not m.tied:
+            parts.append(nn.Linear(h, m.vocab, bias=False))
+        return nn.ModuleList(parts)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_param_count_matches_instantiated_model(name):
+    m = PRESETS[name]
+    counted = sum(p.numel() for p in _build(m).parameters())
+    assert m.total_params() == counted
+    if m.published_params is not None:
+        assert counted == m.published_params
+
+
+def test_zero_paper_table():
+    """Rajbhandari et al.: 7.5B params, d=64, Adam mixed precision: 120, 31.4, 16.6, 1.9 GB."""
+    got = []
+    for stage in range(4):
+        plan = Plan(dp=64, zero=stage, precision="bf16", optimizer="adam")
+        lines = {x.name: x.bytes for x in estimate.model_state_lines(7.5e9, plan)}
+        got.append(round(sum(lines.values()) / 1e9, 1))
+    assert got == [120.0, 31.4, 16.6, 1.9]
+
+
+@pytest.mark.parametrize("cfg", grid(), ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_activation_estimate_within_5_percent(cfg):
+    measured, est = compare(cfg)
+    assert abs(est - measured) / measured <= 0.05, (est, measured)
+
+
+def test_paper_formula_differs_only_by_known_terms():
+    """Korthikanti's closed form misses the norm statistics and (on CPU) 1-byte masks; nothing else."""
+    from diag.memory.activations import korthikanti, layer_terms
+
+    m = ModelSpec("gpt-layer", 2, 64, 4, 128, 256, gated=False, bias=True, norm="layer", dropout=True)
+    plan = Plan(dp=1, seq_len=64, micro_batch=1, attention="eager")
+    gpu_terms = dict(layer_terms(m, plan))
+    assert sum(gpu_terms.values()) - korthikanti(m, plan) == gpu_terms["norm statistics fp32 (2 norms)"]

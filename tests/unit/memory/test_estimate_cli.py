@@ -1,0 +1,104 @@
+"""estimate-memory end to end: JSON document, exit codes, plan checks, suggestions that fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.conftest import cli_env, llmdiag_argv
+
+
+def run(*args):
+    return subprocess.run(llmdiag_argv("estimate-memory", *args), capture_output=True, text=True, env=cli_env(), timeout=60)
+
+
+def test_fitting_plan_json():
+    p = run("--model", "llama2-7b", "--tp", "2", "--pp", "1", "--dp", "auto", "--world-size", "16", "--zero", "1",
+            "--micro-batch", "1", "--seq-len", "4096", "--recompute", "selective", "--gpu-memory", "80GiB", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["kind"] == "memory-estimate" and doc["verdict"] == "fits"
+    b = doc["breakdown"]
+    for k in ("weights", "gradients", "optimizer_states", "master_weights", "activations", "logits", "overheads", "total"):
+        assert k in b
+    assert b["total"] == sum(v for k, v in b.items() if k != "total")
+    assert doc["plan"]["dp_size"] == 8
+
+
+def test_oom_plan_suggestions_fit_and_pass_checks():
+    p = run("--model", "llama3-70b", "--tp", "8", "--world-size", "64", "--micro-batch", "2", "--seq-len", "8192",
+            "--gpu-memory", "80GiB", "--format", "json")
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    assert doc["verdict"] == "out-of-memory" and doc["suggestions"]
+    for s in doc["suggestions"]:
+        assert s["total"] <= 0.9 * 80 * 2**30
+        args = []
+        for k, v in s["settings"].items():
+            flag = "--" + k.replace("_", "-")
+            args += [flag] if v is True else [flag, str(v)]
+        q = run("--model", "llama3-70b", "--tp", "8", "--world-size", "64", "--micro-batch", "2", "--seq-len", "8192",
+                "--gpu-memory", "80GiB", "--format", "json", *args)
+        assert q.returncode == 0, (s["change"], q.stdout[-500:])
+
+
+def test_plan_check_names_the_numbers():
+    p = run("--model", "llama2-7b", "--tp", "3", "--world-size", "16", "--gpu-memory", "80GiB", "--format", "json")
+    assert p.returncode == 1
+    checks = {c["check"]: c for c in json.loads(p.stdout)["plan_checks"]}
+    assert "heads (32)" in checks["heads-tp"]["message"] and "tp (3)" in checks["heads-tp"]["message"]
+    assert "16" in checks["world-size"]["message"]
+
+
+def test_params_only_and_bad_input():
+    p = run("--params", "7.5e9", "--dp", "64", "--zero", "3", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["breakdown"]["activations"] == 0
+    assert run("--model", "nope").returncode == 2
+    assert run("--model", "llama2-7b", "--gpu-memory", "lots").returncode == 2
+    assert run("--model", "llama2-7b", "--megatron-yaml", "/nonexistent.yaml").returncode == 2
+
+
+def test_megatron_yaml(tmp_path):
+    y = tmp_path / "m.yaml"
+    y.write_text("parallel_policy: {tensor_model_parallel_size: 8, pipeline_model_parallel_size: 4, data_parallel_size: auto}\n")
+    p = run("--model", "llama2-70b", "--world-size", "64", "--megatron-yaml", str(y), "--format", "json", "--gpu-memory", "80GiB")
+    doc = json.loads(p.stdout)
+    assert (doc["plan"]["tp"], doc["plan"]["pp"], doc["plan"]["dp_size"]) == (8, 4, 2)
+    assert doc["worst_stage"] in (0, 3)
+
+
+def test_job_config_section_and_flag_precedence(tmp_path):
+    cfg = tmp_path / "llmdiag.toml"
+    cfg.write_text('[job]\nmodel = "llama2-13b"\nworld_size = 16\ntp = 4\nseq_len = 2048\ngpu_memory = "80GiB"\n')
+    doc = json.loads(run("-c", str(cfg), "--tp", "8", "--format", "json").stdout)
+    assert doc["model"]["name"] == "llama2-13b" and doc["plan"]["tp"] == 8 and doc["plan"]["dp_size"] == 2
+    assert doc["gpu_memory"] == 80 * 2**30 and doc["gpu_memory_source"] == "config job.gpu_memory"
+    cfg.write_text('[job]\nzero = 7\n')
+    p = run("-c", str(cfg), "--model", "gpt2")
+    assert p.returncode == 2 and "job.zero" in p.stderr
+
+
+def test_deepspeed_config_and_hf_config(tmp_path):
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}}))
+    hf = tmp_path / "config.json"
+    hf.write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}))
+    doc = json.loads(run("--hf-config", str(hf), "--deepspeed-config", str(ds), "--dp", "8", "--format", "json").stdout)
+    assert doc["model"]["params"] == 124_439_808
+    assert doc["plan"]["zero"] == 3 and doc["plan"]["micro_batch"] == 2
+    if not str(doc["gpu_memory_source"]).startswith("NVML total"):  # no GPU and no --gpu-memory: no fit claimed
+        assert doc["verdict"] == "unknown" and doc["gpu_memory"] is None
+
+
+def test_terminal_and_markdown_renderers(tmp_path):
+    args = ("--model", "llama3-70b", "--tp", "8", "--world-size", "64", "--micro-batch", "2", "--seq-len", "8192",
+            "--gpu-memory", "80GiB")
+    term = run(*args, "--width", "160", "--no-color")
+    assert term.returncode == 1
+    for word in ("optimizer_states", "activations", "logits", "total", "out-of-memory", "What fits"):
+        assert word in term.stdout
+    out = tmp_path / "r.md"
+    md = run(*args, "--format", "markdown", "-o", str(out))
+    assert md.returncode == 1 and out.read_text().startswith("# Memory estimate: FAIL")
+    assert "| **total** |" in out.read_text()
