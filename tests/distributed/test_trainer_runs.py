@@ -103,8 +103,9 @@ def test_bad_flags_exit_2(tmp_path):
     assert proc.returncode == 2 and "KIND@STEP" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.skip(reason="known gap: after torchrun's restart, the restarted gloo group fails connectFullMesh "
-                         "(connection refused) on this machine; llmdiag's own --max-restarts is tested above")
+@pytest.mark.skip(reason="intermittent: under load the workers torchrun restarts sometimes hang in "
+                         "init_process_group (not yet diagnosed); passes when run alone. Our own launcher's "
+                         "--max-restarts resume is tested above")
 def test_torchrun_max_restarts_resumes_from_checkpoint(tmp_path):
     import shutil
     import sys
