@@ -1,0 +1,205 @@
+"""Rendezvous over torch.distributed's c10d TCPStore: join, roster, heartbeats, bounded barriers.
+
+Rank 0 hosts the store on ``MASTER_ADDR:MASTER_PORT`` (under torchrun the elastic agent
+already does, and every agent connects as a client). Every step here has a deadline and
+never waits for a node that stopped: each agent bumps a heartbeat counter from its own
+store connection, and a waiter gives up on a node whose counter stopped moving. So a node
+that never starts is *missing* (it never joined), a node that dies mid-run is *died* (it
+joined, then its heartbeat stopped), and everything else still gets a report.
+
+Keys (under the ``llmdiag/`` prefix): ``join/<rank>`` (node identity), ``joined`` (counter),
+``roster`` (rank 0's list of joined ranks and the run token), ``hb/<rank>`` (heartbeats),
+``<stage>/<rank>`` + ``<stage>/count`` (barriers), and the stage payloads of other modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+from diag.cluster.world import World
+
+PREFIX = "llmdiag/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Roster:
+    """Who joined (node ranks, in order) and the run's shared secret for port-matrix listeners."""
+
+    ranks: tuple[int, ...]
+    token: str
+    nnodes: int
+    joins: dict[int, dict[str, Any]]
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def missing(self) -> list[int]:
+        return [r for r in range(self.nnodes) if r not in self.ranks]
+
+
+class StoreSession:
+    """One agent's connection to the store plus the helpers every stage uses."""
+
+    def __init__(self, world: World, *, log: Callable[[str], None] = lambda s: None,
+                 heartbeat_s: float | None = None, stale_s: float | None = None):
+        self.world = world
+        self.rank = world.node_rank
+        self.log = log
+        # Heartbeats cost the store one add() per node per interval: slow them down at scale.
+        self.heartbeat_s = heartbeat_s or max(0.5, world.nnodes / 1000)
+        self.stale_s = stale_s or max(3.0, 6 * self.heartbeat_s)
+        self.store = None
+        self._server = None
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        self._seen: dict[int, tuple[int, float]] = {}
+
+    # -- connection ----------------------------------------------------------------------
+    def open(self, timeout_s: float) -> None:
+        """Host (rank 0) or connect to the store; raises RuntimeError with the reason."""
+        from torch.distributed import PrefixStore, TCPStore
+
+        w = self.world
+        t = timedelta(seconds=max(1.0, timeout_s))
+        host_it = w.is_root and not w.agent_store
+        try:
+            base = TCPStore(w.master_addr, w.master_port, None, host_it, t, wait_for_workers=False)
+        except Exception as exc:  # noqa: BLE001 - c10d raises RuntimeError/DistStoreError/OSError
+            what = "host" if host_it else "connect to"
+            raise RuntimeError(f"could not {what} the store at {w.master_addr}:{w.master_port}: "
+                               f"{str(exc).splitlines()[0][:300]}") from None
+        self._server = base
+        self.store = PrefixStore(PREFIX, base)
+
+    def close(self) -> None:
+        self.stop_heartbeat()
+        self.store = None
+        self._server = None
+
+    # -- small helpers -------------------------------------------------------------------
+    def put(self, key: str, value: Any) -> None:
+        self.store.set(key, json.dumps(value, separators=(",", ":"), default=str))
+
+    def get(self, key: str) -> Any:
+        return json.loads(self.store.get(key))
+
+    def has(self, key: str) -> bool:
+        return bool(self.store.check([key]))
+
+    def count(self, key: str) -> int:
+        return int(self.store.add(key, 0))
+
+    # -- heartbeats ----------------------------------------------------------------------
+    def start_heartbeat(self) -> None:
+        """Bump ``hb/<rank>`` from a second connection, so a busy main thread still beats."""
+        hb_store = self._server.clone()
+        from torch.distributed import PrefixStore
+
+        hb = PrefixStore(PREFIX, hb_store)
+        key = f"hb/{self.rank}"
+
+        def beat() -> None:
+            while not self._hb_stop.is_set():
+                try:
+                    hb.add(key, 1)
+                except Exception:  # noqa: BLE001 - the store went away: nothing left to tell
+                    return
+                self._hb_stop.wait(self.heartbeat_s)
+
+        hb.add(key, 1)
+        self._hb_thread = threading.Thread(target=beat, name="llmdiag-heartbeat", daemon=True)
+        self._hb_thread.start()
+
+    def stop_heartbeat(self) -> None:
+        self._hb_stop.set()
+
+    def alive(self, rank: int) -> bool:
+        """False once ``rank``'s heartbeat has not moved for ``stale_s`` seconds."""
+        now = time.monotonic()
+        try:
+            value = int(self.store.add(f"hb/{rank}", 0))
+        except Exception:  # noqa: BLE001
+            return True
+        last = self._seen.get(rank)
+        if last is None or last[0] != value:
+            self._seen[rank] = (value, now)
+            return True
+        return now - last[1] < self.stale_s
+
+    def last_beat_age(self, rank: int) -> float | None:
+        last = self._seen.get(rank)
+        return None if last is None else time.monotonic() - last[1]
+
+    # -- join and roster -----------------------------------------------------------------
+    def join(self, info: dict[str, Any]) -> None:
+        self.put(f"join/{self.rank}", info)
+        self.store.add("joined", 1)
+
+    def wait_joins(self, deadline: float, extra: dict[str, Any] | None = None, poll: float = 0.05) -> Roster:
+        """Rank 0: wait until every node joined or ``deadline`` (monotonic); publish the roster."""
+        n = self.world.nnodes
+        while time.monotonic() < deadline and self.count("joined") < n:
+            time.sleep(poll)
+        ranks = [r for r in range(n) if self.has(f"join/{r}")]
+        joins = {r: self.get(f"join/{r}") for r in ranks}
+        roster = Roster(tuple(ranks), secrets.token_hex(16), n, joins, dict(extra or {}))
+        self.put("roster", {"ranks": ranks, "token": roster.token, "nnodes": n, "extra": roster.extra,
+                            "joins": {str(r): j for r, j in joins.items()}})
+        return roster
+
+    def wait_roster(self, deadline: float) -> Roster | None:
+        """Other ranks: rank 0's roster, or None when it never came (rank 0 gone or too slow)."""
+        if not self.wait_key("roster", deadline, ranks_alive=[0]):
+            return None
+        d = self.get("roster")
+        return Roster(tuple(d["ranks"]), d["token"], d["nnodes"], {int(k): v for k, v in d["joins"].items()},
+                      d.get("extra") or {})
+
+    # -- waiting ---------------------------------------------------------------------------
+    def wait_key(self, key: str, deadline: float, *, ranks_alive: Iterable[int] = (), poll: float = 0.02) -> bool:
+        """Poll for ``key`` until ``deadline``; give up early if a rank it depends on died."""
+        watch = list(ranks_alive)
+        next_live = time.monotonic() + 1.0
+        while True:
+            if self.has(key):
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if watch and now >= next_live:
+                next_live = now + 1.0
+                if not all(self.alive(r) for r in watch):
+                    return False
+            time.sleep(min(poll, max(0.0, deadline - now)))
+            poll = min(poll * 1.5, 0.2)
+
+    def barrier(self, name: str, ranks: Iterable[int], deadline: float) -> tuple[set[int], set[int]]:
+        """Arrive at ``name``; wait for ``ranks``. Returns (arrived, died): never past ``deadline``.
+
+        One counter per barrier keeps polling O(1) for any cluster size; per-rank keys are
+        read only on the slow path (someone is late), to tell late from dead.
+        """
+        ranks = set(ranks)
+        self.store.set(f"{name}/{self.rank}", "1")
+        self.store.add(f"{name}/count", 1)
+        died: set[int] = set()
+        next_live = time.monotonic() + 1.0
+        poll = 0.01
+        while True:
+            if self.count(f"{name}/count") >= len(ranks):
+                return ranks, set()
+            now = time.monotonic()
+            if now >= next_live or now >= deadline:
+                next_live = now + 1.0
+                pending = {r for r in ranks if not self.has(f"{name}/{r}")}
+                died = {r for r in pending if r != self.rank and not self.alive(r)}
+                if now >= deadline or pending <= died:
+                    return ranks - pending, died
+            time.sleep(min(poll, max(0.0, deadline - now)))
+            poll = min(poll * 1.5, 0.1)
