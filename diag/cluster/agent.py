@@ -54,6 +54,13 @@ class AgentOutcome:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+def _import_torch_distributed() -> None:
+    try:
+        import torch.distributed  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken torch is reported where the store is opened
+        pass
+
+
 def uses_group(probe) -> bool:
     return probe.name in GROUP_PROBES or Requirement.DISTRIBUTED in getattr(probe, "requires", ())
 
@@ -97,12 +104,17 @@ class Agent:
         box: dict[str, NodeReport] = {}
         local = threading.Thread(target=lambda: box.setdefault("r", run_probes(
             self.local_probes, self.ctx, load_errors=self.load_errors)), name="llmdiag-local-probes", daemon=True)
-        local.start()
+        # torch takes seconds to import: do it while the rendezvous is probed, not after.
+        threading.Thread(target=_import_torch_distributed, name="llmdiag-import", daemon=True).start()
         iface = facts.job_interface(self.world.master_addr)
         self.meta["interface"] = iface
         try:
             try:
-                if self._rendezvous(iface):
+                # The store host comes first: every other node waits on it, and the local probes
+                # (a torch subprocess among them) would only slow down its start.
+                hosted = self._host_store() if self.hosts_store else True
+                local.start()
+                if hosted and self._rendezvous(iface):
                     self._stages()
             except Exception as exc:  # noqa: BLE001 - a lost store must still leave a node report
                 if os.environ.get("LLMDIAG_DEBUG"):
@@ -111,6 +123,8 @@ class Agent:
                 self.add("rendezvous", "fail", f"lost the rendezvous store mid-run: {str(exc).splitlines()[0][:200]}",
                          runbook="cluster-node-died",
                          remediation="Rank 0 exited or became unreachable; read rank 0's report and stderr.")
+            if not local.is_alive() and not local.ident:
+                local.start()
             local.join(max(1.0, max((p.timeout_s for p in self.local_probes), default=1.0) + 5))
             node_report = box.get("r") or NodeReport(node=self.ctx.node, results=())
             group_results = self._group_probes()
@@ -128,6 +142,33 @@ class Agent:
                 pass
         if self.session:
             self.session.close()
+
+    @property
+    def hosts_store(self) -> bool:
+        return self.world.is_root and not self.world.agent_store
+
+    def _host_store(self) -> bool:
+        t0 = time.monotonic()
+        ok = self._open_store()
+        self.mark("host_store", t0)
+        return ok
+
+    def _open_store(self) -> bool:
+        """Host (rank 0) or connect to the c10d store; a failure becomes a rendezvous result."""
+        w = self.world
+        self.session = StoreSession(w, log=self.log)
+        try:
+            self.session.open(max(1.0, self.left(1.0)))
+        except RuntimeError as exc:
+            in_use = "in use" in str(exc).lower()
+            self.add("rendezvous", "fail", str(exc), runbook="rendezvous-address-in-use" if in_use else
+                     "cluster-rendezvous-unreachable",
+                     remediation=(f"Free port {w.master_port} on rank 0 (ss -ltnp | grep {w.master_port}) or pick "
+                                  "another MASTER_PORT." if in_use else
+                                  f"Check that {w.master_addr}:{w.master_port} is the store rank 0 hosts."))
+            self.session = None
+            return False
+        return True
 
     def _rendezvous(self, iface: dict) -> bool:
         w, o = self.world, self.opts
@@ -151,16 +192,7 @@ class Agent:
                          data={"outcome": r.outcome})
                 return False
             self.add("rendezvous-reach", "pass", f"rendezvous {target} is open ({r.elapsed_s * 1000:.0f} ms)")
-        self.session = StoreSession(w, log=self.log)
-        try:
-            self.session.open(max(1.0, self.left(1.0)))
-        except RuntimeError as exc:
-            in_use = "in use" in str(exc).lower()
-            self.add("rendezvous", "fail", str(exc), runbook="rendezvous-address-in-use" if in_use else
-                     "cluster-rendezvous-unreachable",
-                     remediation=(f"Free port {w.master_port} on rank 0 (ss -ltnp | grep {w.master_port}) or pick "
-                                  "another MASTER_PORT." if in_use else f"Check that {target} is the store rank 0 hosts."))
-            self.session = None
+        if self.session is None and not self._open_store():
             return False
         self.session.start_heartbeat()
         self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),

@@ -62,11 +62,16 @@ class StoreSession:
 
     # -- connection ----------------------------------------------------------------------
     def open(self, timeout_s: float) -> None:
-        """Host (rank 0) or connect to the store; raises RuntimeError with the reason."""
+        """Host (rank 0) or connect to the store within ``timeout_s``; raises RuntimeError with the reason.
+
+        The bound covers importing torch too (seconds on a loaded node), so the store's own
+        connect timeout is what is left after the import.
+        """
+        end = time.monotonic() + timeout_s
         from torch.distributed import PrefixStore, TCPStore
 
         w = self.world
-        t = timedelta(seconds=max(1.0, timeout_s))
+        t = timedelta(seconds=max(1.0, end - time.monotonic()))
         host_it = w.is_root and not w.agent_store
         try:
             base = TCPStore(w.master_addr, w.master_port, None, host_it, t, wait_for_workers=False)

@@ -27,7 +27,7 @@ def write_config(tmp: Path, extra: str = "") -> Path:
     return p
 
 
-def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float = 12) -> list[str]:
+def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float = 20) -> list[str]:
     return [sys.executable, "-m", "diag", "preflight", "-c", str(config), "--nnodes", str(n), "--node-rank", str(k),
             "--master-addr", tb.addr(0), "--master-port", str(PORT), "--timeout", f"{timeout:g}",
             "--probe", "software", "-f", "json", *args]
@@ -36,7 +36,7 @@ def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float = 12
 class Run:
     """Agents started on hosts ``ranks`` of ``tb``; ``finish()`` waits and parses outputs."""
 
-    def __init__(self, tb, n: int, config: Path, *args: str, ranks=None, env=None, binds=None, timeout: float = 12):
+    def __init__(self, tb, n: int, config: Path, *args: str, ranks=None, env=None, binds=None, timeout: float = 20):
         self.tb, self.timeout = tb, timeout
         self.start = time.monotonic()
         self.procs = {}

@@ -48,7 +48,7 @@ def test_healthy_cluster_all_pass_and_merge_from_files_is_the_same(tmp_path):
     assert pm["tested"] > 0 and pm["tested"] == pm["open"] and pm["problems"] == []
     assert doc["sections"]["shared_fs"][str(shared)]["nodes"]["node-2"]["token_seen"] is True
     assert not list(shared.glob(".llmdiag-share-*")), "token files must be removed"
-    assert run.wall_s < 12 + 5
+    assert run.wall_s < run.timeout + 5
     merged = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(reports), "-f", "json"],
                             env=cli_env(), capture_output=True, text=True, timeout=60)
     assert merged.returncode == 0, merged.stderr
