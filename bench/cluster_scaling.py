@@ -209,6 +209,53 @@ def _worker(ranks: list[int], n: int, port: int, deadline_wall: float, q) -> Non
     q.put(sum(out.values()))
 
 
+def _hammer(port: int, threads: int, seconds: float, q) -> None:
+    import threading
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    counts = []
+
+    def loop() -> None:
+        st = TCPStore("127.0.0.1", port, None, False, timedelta(seconds=30))
+        n, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            st.add("hb/x", 1)
+            n += 1
+        counts.append(n)
+
+    ts = [threading.Thread(target=loop) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    q.put(sum(counts))
+
+
+def store_capacity(workers: int, threads: int = 4, seconds: float = 2.0) -> float:
+    """Requests per second one c10d TCPStore answers (small ``add``s from many clients)."""
+    import socket
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = TCPStore("127.0.0.1", port, None, True, timedelta(seconds=30), wait_for_workers=False)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(port, threads, seconds, q)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    total = sum(q.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+    del server
+    return total / seconds
+
+
 def store_run(n: int, workers: int, timeout: float = 120.0) -> dict:
     import socket
 
@@ -346,6 +393,9 @@ def main() -> None:
             assert r["joined"] == r["barrier"] == r["gathered"] == n, r
             print(f"{n:>6} {r['rendezvous_s']:>13.2f} {r['barrier_s']:>10.3f} {r['gather_s']:>9.3f} "
                   f"{r['aggregate_s']:>12.3f} {r['report_kb']:>10.0f} {r['wire_kb']:>15.0f}", flush=True)
+        cap = store_capacity(args.workers)
+        print(f"store capacity: {cap:,.0f} requests/s ({args.workers} processes x 4 clients doing add(); "
+              f"{os.cpu_count()} cores shared by clients and server)")
 
 
 if __name__ == "__main__":

@@ -23,25 +23,44 @@ from typing import Any
 from diag.cluster.rendezvous import StoreSession
 
 
+ARRIVED = "report/arrived"  # "3,7,1," : ranks whose report is in the store, in arrival order
+FETCH_BATCH = 256
+
+
 def send_report(session: StoreSession, doc: dict[str, Any]) -> int:
     """Put this node's report into the store; returns the payload size in bytes."""
     payload = zlib.compress(json.dumps(doc, separators=(",", ":"), default=str).encode(), 6)
     session.store.set(f"report/{session.rank}", payload)
+    session.store.append(ARRIVED, f"{session.rank},")
     return len(payload)
+
+
+def _arrived(session: StoreSession) -> set[int]:
+    if not session.has(ARRIVED):
+        return set()
+    raw = session.store.get(ARRIVED).decode()
+    return {int(x) for x in raw.split(",") if x.strip().isdigit()}
 
 
 def collect_reports(session: StoreSession, ranks: Iterable[int], deadline: float,
                     poll: float = 0.05) -> tuple[dict[int, dict], dict[int, str]]:
-    """Rank 0: (rank → report doc, rank → "died"/"hung" with why) for the joined ``ranks``."""
+    """Rank 0: (rank → report doc, rank → "died"/"hung" with why) for the joined ``ranks``.
+
+    One read of the arrival list per poll tells which reports are in; those are fetched in
+    batches (``multi_get``), so the store sees O(1) requests per poll however many nodes are
+    still pending, not one ``check`` per pending node.
+    """
     pending = set(ranks)
     docs: dict[int, dict] = {}
     lost: dict[int, str] = {}
     next_live = time.monotonic() + 1.0
+    poll_max = max(0.2, session.poll_max)
     while pending:
-        for r in sorted(pending):
-            key = f"report/{r}"
-            if session.has(key):
-                docs[r] = json.loads(zlib.decompress(session.store.get(key)))
+        ready = sorted(pending & _arrived(session))
+        for i in range(0, len(ready), FETCH_BATCH):
+            batch = ready[i:i + FETCH_BATCH]
+            for r, payload in zip(batch, session.store.multi_get([f"report/{r}" for r in batch])):
+                docs[r] = json.loads(zlib.decompress(payload))
                 pending.discard(r)
         if not pending:
             break
@@ -57,7 +76,8 @@ def collect_reports(session: StoreSession, ranks: Iterable[int], deadline: float
             for r in pending:
                 lost[r] = "hung: still alive but sent no report before the deadline"
             break
-        time.sleep(poll)
+        time.sleep(min(poll, max(0.0, deadline - now)))
+        poll = min(poll * 1.5, poll_max)
     return docs, lost
 
 

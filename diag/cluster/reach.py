@@ -104,7 +104,7 @@ def connect(host: str, port: int, timeout: float) -> tuple[socket.socket | None,
     except OSError as exc:
         s.close()
         outcome = classify_error(exc)
-        detail = f"no answer within {timeout:g} s" if outcome == TIMEOUT else (exc.strerror or str(exc))
+        detail = f"no answer within {timeout:.2g} s" if outcome == TIMEOUT else (exc.strerror or str(exc))
         return None, Reach(host, port, outcome, detail, addr, time.monotonic() - start)
     return s, Reach(host, port, OPEN, "", addr, time.monotonic() - start)
 

@@ -54,6 +54,8 @@ class StoreSession:
         # Heartbeats cost the store one add() per node per interval: slow them down at scale.
         self.heartbeat_s = heartbeat_s or max(0.5, world.nnodes / 1000)
         self.stale_s = stale_s or max(3.0, 6 * self.heartbeat_s)
+        # Waiters poll the one store: cap the polling rate of the whole cluster near 20k requests/s.
+        self.poll_max = max(0.1, world.nnodes / 20000)
         self.store = None
         self._server = None
         self._hb_stop = threading.Event()
@@ -144,6 +146,7 @@ class StoreSession:
     # -- join and roster -----------------------------------------------------------------
     def join(self, info: dict[str, Any]) -> None:
         self.put(f"join/{self.rank}", info)
+        self.store.append("join/ranks", f"{self.rank},")
         self.store.add("joined", 1)
 
     def wait_joins(self, deadline: float, extra: dict[str, Any] | None = None, poll: float = 0.05) -> Roster:
@@ -151,8 +154,12 @@ class StoreSession:
         n = self.world.nnodes
         while time.monotonic() < deadline and self.count("joined") < n:
             time.sleep(poll)
-        ranks = [r for r in range(n) if self.has(f"join/{r}")]
-        joins = {r: self.get(f"join/{r}") for r in ranks}
+        listed = self.store.get("join/ranks").decode() if self.has("join/ranks") else ""
+        ranks = sorted({int(x) for x in listed.split(",") if x.strip().isdigit() and int(x) < n})
+        joins: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(ranks), 256):  # batched: O(N / 256) round trips, not O(N)
+            batch = ranks[i:i + 256]
+            joins.update(zip(batch, (json.loads(v) for v in self.store.multi_get([f"join/{r}" for r in batch]))))
         roster = Roster(tuple(ranks), secrets.token_hex(16), n, joins, dict(extra or {}))
         self.put("roster", {"ranks": ranks, "token": roster.token, "nnodes": n, "extra": roster.extra,
                             "joins": {str(r): j for r, j in joins.items()}})
@@ -182,7 +189,7 @@ class StoreSession:
                 if not all(self.alive(r) for r in watch):
                     return False
             time.sleep(min(poll, max(0.0, deadline - now)))
-            poll = min(poll * 1.5, 0.2)
+            poll = min(poll * 1.5, 2 * self.poll_max)
 
     def barrier(self, name: str, ranks: Iterable[int], deadline: float) -> tuple[set[int], set[int]]:
         """Arrive at ``name``; wait for ``ranks``. Returns (arrived, died): never past ``deadline``.
@@ -207,4 +214,4 @@ class StoreSession:
                 if now >= deadline or pending <= died:
                     return ranks - pending, died
             time.sleep(min(poll, max(0.0, deadline - now)))
-            poll = min(poll * 1.5, 0.1)
+            poll = min(poll * 1.5, self.poll_max)
