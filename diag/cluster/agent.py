@@ -149,9 +149,34 @@ class Agent:
 
     def _host_store(self) -> bool:
         t0 = time.monotonic()
+        self._raise_fd_limit()
         ok = self._open_store()
         self.mark("host_store", t0)
         return ok
+
+    def _raise_fd_limit(self) -> None:
+        """The store holds two connections per node: lift rank 0's soft open-file limit to fit.
+
+        The common soft default (1024) would stop a store of about 500 nodes; the hard limit is
+        what the admin allows, and only a shortfall against it is a finding.
+        """
+        import resource
+
+        need = 2 * self.world.nnodes + 256
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft != resource.RLIM_INFINITY and soft < need:
+                target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+        except (ValueError, OSError):
+            return
+        if soft != resource.RLIM_INFINITY and soft < need:
+            self.add("store-fd-limit", "warn", f"rank 0 may open {soft} files, the store of {self.world.nnodes} nodes "
+                     f"needs about {need}", evidence=[("open files limit", soft, f">= {need}", "")],
+                     runbook="nofile-low",
+                     remediation="Raise the hard open-files limit on rank 0 (limits.conf nofile, or the container's "
+                                 "--ulimit nofile) or let another host with a higher limit be rank 0.")
 
     def _open_store(self) -> bool:
         """Host (rank 0) or connect to the c10d store; a failure becomes a rendezvous result."""
@@ -291,7 +316,8 @@ class Agent:
         arrived, _ = s.barrier("listen", roster.ranks, self.deadline - 2.0)
         peers = portmatrix.choose_peers(list(roster.ranks), me, int(plan["sample"]), roster.token, bool(plan["full"]))
         peers = [p for p in peers if p in arrived]
-        targets = {p: roster.joins[p].get("address") or roster.joins[p].get("hostname") for p in peers}
+        joins = s.join_info(peers)
+        targets = {p: joins[p].get("address") or joins[p].get("hostname") for p in peers}
         busy = {}
         for p in peers:
             info = s.get(f"listening/{p}") if s.has(f"listening/{p}") else {}

@@ -26,21 +26,31 @@ from typing import Any
 from diag.cluster.world import World
 
 PREFIX = "llmdiag/"
+_CLOSED = 1 << 40  # added to a barrier's counter when its coordinator closes it early
 
 
 @dataclasses.dataclass(frozen=True)
 class Roster:
-    """Who joined (node ranks, in order) and the run's shared secret for port-matrix listeners."""
+    """Who joined (node ranks, in order) and the run's shared secret for port-matrix listeners.
+
+    It travels as the *missing* ranks, not the joined ones, and without per-node details:
+    every node reads it, so its size is what multiplies by N on the store's link.
+    """
 
     ranks: tuple[int, ...]
     token: str
     nnodes: int
-    joins: dict[int, dict[str, Any]]
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def missing(self) -> list[int]:
-        return [r for r in range(self.nnodes) if r not in self.ranks]
+        joined = set(self.ranks)
+        return [r for r in range(self.nnodes) if r not in joined]
+
+
+def _rank_list(raw: bytes | str, n: int) -> set[int]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return {int(x) for x in text.split(",") if x.strip().isdigit() and int(x) < n}
 
 
 class StoreSession:
@@ -154,15 +164,9 @@ class StoreSession:
         n = self.world.nnodes
         while time.monotonic() < deadline and self.count("joined") < n:
             time.sleep(poll)
-        listed = self.store.get("join/ranks").decode() if self.has("join/ranks") else ""
-        ranks = sorted({int(x) for x in listed.split(",") if x.strip().isdigit() and int(x) < n})
-        joins: dict[int, dict[str, Any]] = {}
-        for i in range(0, len(ranks), 256):  # batched: O(N / 256) round trips, not O(N)
-            batch = ranks[i:i + 256]
-            joins.update(zip(batch, (json.loads(v) for v in self.store.multi_get([f"join/{r}" for r in batch]))))
-        roster = Roster(tuple(ranks), secrets.token_hex(16), n, joins, dict(extra or {}))
-        self.put("roster", {"ranks": ranks, "token": roster.token, "nnodes": n, "extra": roster.extra,
-                            "joins": {str(r): j for r, j in joins.items()}})
+        ranks = sorted(_rank_list(self.store.get("join/ranks"), n)) if self.has("join/ranks") else []
+        roster = Roster(tuple(ranks), secrets.token_hex(16), n, dict(extra or {}))
+        self.put("roster", {"missing": roster.missing, "token": roster.token, "nnodes": n, "extra": roster.extra})
         return roster
 
     def wait_roster(self, deadline: float) -> Roster | None:
@@ -170,8 +174,18 @@ class StoreSession:
         if not self.wait_key("roster", deadline, ranks_alive=[0]):
             return None
         d = self.get("roster")
-        return Roster(tuple(d["ranks"]), d["token"], d["nnodes"], {int(k): v for k, v in d["joins"].items()},
+        missing = set(d["missing"])
+        return Roster(tuple(r for r in range(d["nnodes"]) if r not in missing), d["token"], d["nnodes"],
                       d.get("extra") or {})
+
+    def join_info(self, ranks: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """What ``ranks`` said when they joined (host name, address): only the nodes asked for."""
+        ranks = list(ranks)
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(ranks), 256):
+            batch = ranks[i:i + 256]
+            out.update(zip(batch, (json.loads(v) for v in self.store.multi_get([f"join/{r}" for r in batch]))))
+        return out
 
     # -- waiting ---------------------------------------------------------------------------
     def wait_key(self, key: str, deadline: float, *, ranks_alive: Iterable[int] = (), poll: float = 0.02) -> bool:
@@ -194,24 +208,37 @@ class StoreSession:
     def barrier(self, name: str, ranks: Iterable[int], deadline: float) -> tuple[set[int], set[int]]:
         """Arrive at ``name``; wait for ``ranks``. Returns (arrived, died): never past ``deadline``.
 
-        One counter per barrier keeps polling O(1) for any cluster size; per-rank keys are
-        read only on the slow path (someone is late), to tell late from dead.
+        Everyone polls one counter, at a rate capped by the cluster size. Only the coordinator
+        (rank 0, or the lowest rank present) looks for who is late, with one read of the
+        arrival list, and closes the barrier for everyone when the rest are dead or the
+        deadline came: it writes the verdict and pushes the counter past any total. So a late
+        node costs the store O(1) requests per second, not O(N) per node.
         """
         ranks = set(ranks)
-        self.store.set(f"{name}/{self.rank}", "1")
+        coord = 0 if 0 in ranks else min(ranks)
+        self.store.append(f"{name}/ranks", f"{self.rank},")
         self.store.add(f"{name}/count", 1)
-        died: set[int] = set()
-        next_live = time.monotonic() + 1.0
+        next_check = time.monotonic() + 1.0
         poll = 0.01
         while True:
-            if self.count(f"{name}/count") >= len(ranks):
+            count = self.count(f"{name}/count")
+            if count >= _CLOSED:
+                v = self.get(f"{name}/verdict")
+                return ranks - set(v["pending"]), set(v["died"])
+            if count >= len(ranks):
                 return ranks, set()
             now = time.monotonic()
-            if now >= next_live or now >= deadline:
-                next_live = now + 1.0
-                pending = {r for r in ranks if not self.has(f"{name}/{r}")}
-                died = {r for r in pending if r != self.rank and not self.alive(r)}
-                if now >= deadline or pending <= died:
-                    return ranks - pending, died
+            if now >= next_check or now >= deadline:
+                next_check = now + 1.0
+                if self.rank == coord:
+                    pending = ranks - _rank_list(self.store.get(f"{name}/ranks"), 1 << 30)
+                    died = {r for r in pending if not self.alive(r)}
+                    if now >= deadline or (pending and pending <= died):
+                        self.put(f"{name}/verdict", {"pending": sorted(pending), "died": sorted(died)})
+                        self.store.add(f"{name}/count", _CLOSED)
+                        return ranks - pending, died
+                elif now >= deadline or not self.alive(coord):
+                    pending = ranks - _rank_list(self.store.get(f"{name}/ranks"), 1 << 30)
+                    return ranks - pending, ({coord} & pending) if now < deadline else set()
             time.sleep(min(poll, max(0.0, deadline - now)))
             poll = min(poll * 1.5, self.poll_max)
