@@ -17,6 +17,8 @@ from diag.cluster.compare import node_list
 from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
 PROBLEM_ROWS_MAX = 1000  # the report lists at most this many failed connections (counts stay exact)
+PAIRS_MAX_NODES = 64  # up to this many nodes the report lists every tested pair (for the heat map)
+BUSY_OUTCOME = "busy"
 
 
 def _res(check: str, node: str, status: str, summary: str, *, evidence=(), remediation=None, runbook=None,
@@ -267,12 +269,32 @@ def _port_matrix(by_name, names, results) -> dict[str, Any]:
                             "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else ""),
                             evidence=[(f"{node_list(srcs)} → {dst}:{port}", o, "open", "") for (port, o), srcs in sorted(g.items())][:20],
                             remediation=fix, runbook=runbook))
+    pairs = _pairs(by_name, names, problems) if len(by_name) <= PAIRS_MAX_NODES else []
     if not problems and tested:
         results.append(_res("port-matrix", "cluster", "pass",
                             f"all {tested} connections open between {len(by_name)} nodes ({info.get('mode')}, "
                             f"ports {_ports_text(info.get('ports'))})"))
     return dict(info, tested=tested, open=opened, failed=len(problems), problems=problems[:PROBLEM_ROWS_MAX],
-                truncated=max(0, len(problems) - PROBLEM_ROWS_MAX))
+                truncated=max(0, len(problems) - PROBLEM_ROWS_MAX), pairs=pairs)
+
+
+_SEVERITY = {reach.OPEN: 0, BUSY_OUTCOME: 1, reach.REFUSED: 2, reach.FOREIGN: 2, reach.ERROR: 3,
+             reach.UNRESOLVED: 3, reach.NO_ROUTE: 3, reach.TIMEOUT: 4}
+
+
+def _pairs(by_name, names, problems) -> list[dict]:
+    """Every tested (src, dst) pair with its worst outcome over the ports: the heat map's cells."""
+    worst: dict[tuple[str, str], str] = {}
+    for name, n in by_name.items():
+        m = (n.meta or {}).get("matrix") or {}
+        for peer in m.get("peers") or ():
+            worst[(name, names.get(peer, f"rank {peer}"))] = reach.OPEN
+    for p in problems:
+        key = (p["src"], p["dst"])
+        if _SEVERITY.get(p["outcome"], 3) > _SEVERITY.get(worst.get(key, reach.OPEN), 0):
+            worst[key] = p["outcome"]
+    return [{"src": a, "dst": b, "outcome": o, "status": reach.MEANING.get(o, o)}
+            for (a, b), o in sorted(worst.items())]
 
 
 def _ports_text(ports) -> str:

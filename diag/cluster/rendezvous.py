@@ -80,7 +80,10 @@ class StoreSession:
         connect timeout is what is left after the import.
         """
         end = time.monotonic() + timeout_s
-        from torch.distributed import PrefixStore, TCPStore
+        try:
+            from torch.distributed import PrefixStore, TCPStore
+        except Exception as exc:  # noqa: BLE001 - no torch, or a broken one: a finding, not a crash
+            raise RuntimeError(f"torch.distributed is not importable here, so no c10d store: {exc}") from None
 
         w = self.world
         t = timedelta(seconds=max(1.0, end - time.monotonic()))

@@ -7,6 +7,7 @@ import sys
 import click
 
 from diag.cliutil import config_option, emit_doc, output_options
+from diag.errors import UsageError
 from diag.exitcodes import ExitCode
 
 
@@ -173,8 +174,15 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     ctx = Context.create(config=config, env=env)
     from diag.cluster.world import resolve_world
 
-    world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
-                          master_port=master_port, hosts=tuple(h for h in (expected_hosts or "").split(",") if h))
+    try:
+        world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
+                              master_port=master_port, hosts=tuple(h for h in (expected_hosts or "").split(",") if h))
+    except UsageError as exc:
+        if nnodes is not None or node_rank is not None or master_addr:
+            raise  # the user's own flags: a usage error
+        # Broken launcher variables are what the launcher probe diagnoses: check this node.
+        click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
+        world = None
     if world is not None:
         from diag.commands.cluster_mode import run_agent_mode
 

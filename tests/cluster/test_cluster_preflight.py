@@ -76,6 +76,10 @@ def test_firewall_drop_and_reject_named_on_the_right_node_and_port(tmp_path):
     assert {(p["dst"], p["port"], p["outcome"]) for p in probs} == {("node-1", 29502, "timeout"),
                                                                       ("node-2", 29503, "refused")}
     assert {p["src"] for p in probs if p["dst"] == "node-1"} == {"node-0", "node-2"}
+    # every tested pair with its worst outcome: the HTML heat map's cells
+    pairs = {(p["src"], p["dst"]): p["outcome"] for p in doc["sections"]["port_matrix"]["pairs"]}
+    assert pairs[("node-0", "node-1")] == "timeout" and pairs[("node-0", "node-2")] == "refused"
+    assert pairs[("node-1", "node-0")] == "open" and len(pairs) == 6
     _runbooks_exist(doc)
 
 
