@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reports import cluster_sections as sections
 from reports.base import RenderOptions
 from reports.console import STATUS_LABEL, captured, make_console, status_text
 
@@ -95,11 +96,38 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
             table.add_row(status_text(r["status"]), Text(label), body)
         con.print(table)
         con.print()
+    _terminal_sections(doc, con)
     missing = doc.get("missing_nodes") or []
     if missing:
         con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
     con.print(Text(summary_line(doc), style="bold"))
     return captured(con)
+
+
+def _terminal_sections(doc: Mapping[str, Any], con) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    def table(title: str, cols: list[str], rows: list[tuple[str, ...]]) -> None:
+        t = Table(title=Text(title, style="bold"), title_justify="left", box=None, pad_edge=False,
+                  header_style="bold")
+        for c in cols:
+            t.add_column(c, overflow="fold")
+        for r in rows:
+            t.add_row(*(Text(x) for x in r))
+        con.print(t)
+        con.print()
+
+    rows = sections.consistency_rows(doc)
+    if rows:
+        table("consistency across nodes (odd ones out)", ["fact", "differs on", "majority"], rows)
+    head, prow, more = sections.port_rows(doc)
+    if prow:
+        table(f"port matrix: {head}", ["connection", "outcome", "detail"],
+              prow + ([(f"... and {more} more", "", "")] if more else []))
+    mrows = sections.missing_rows(doc)
+    if mrows:
+        table("nodes without a report", ["node", "state", "why"], mrows)
 
 
 def _md_escape(text: str) -> str:
@@ -111,6 +139,7 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     missing = doc.get("missing_nodes") or []
     if missing:
         lines += [f"Missing nodes: {', '.join(missing)}", ""]
+    lines += _markdown_sections(doc)
     for node, results in _groups(doc):
         lines += [f"## {'Cluster-wide checks' if node == 'cluster' else 'Node ' + node}", ""]
         lines += ["| status | check | result |", "|---|---|---|"]
@@ -134,3 +163,24 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
                     lines.append(f"  - runbook: `llmdiag runbook {r['runbook']}`")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_table(title: str, cols: list[str], rows: list[tuple[str, ...]]) -> list[str]:
+    out = [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_md_escape(x) for x in r) + " |" for r in rows]
+    return out + [""]
+
+
+def _markdown_sections(doc: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    rows = sections.consistency_rows(doc)
+    if rows:
+        lines += _md_table("Consistency across nodes", ["fact", "differs on", "majority"], rows)
+    head, prow, more = sections.port_rows(doc)
+    if prow:
+        lines += _md_table(f"Port matrix: {head}", ["connection", "outcome", "detail"],
+                           prow + ([(f"... and {more} more", "", "")] if more else []))
+    mrows = sections.missing_rows(doc)
+    if mrows:
+        lines += _md_table("Nodes without a report", ["node", "state", "why"], mrows)
+    return lines

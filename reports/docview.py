@@ -236,6 +236,8 @@ def port_matrix(sec: Any) -> tuple[list[str], list[str], dict[tuple[str, str], A
             cells[key].append(row)
     srcs = list(dict.fromkeys(k[0] for k in cells))
     dsts = list(dict.fromkeys(k[1] for k in cells))
+    # columns in the order of the rows, so the diagonal is each node with itself
+    dsts.sort(key=lambda d: (srcs.index(d) if d in srcs else len(srcs), d))
     return srcs, dsts, cells
 
 

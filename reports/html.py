@@ -117,7 +117,8 @@ def _port_heatmap(sec: Any) -> str:
         tds = []
         for d in dsts:
             if (s, d) not in cells:
-                tds.append('<td class="unknown" title="not measured"></td>')
+                tds.append('<td class="self" title="same node"></td>' if s == d else
+                           '<td class="unknown" title="not measured"></td>')
                 continue
             state, text = dv.port_cell_state(cells[(s, d)])
             tds.append(f'<td class="{state}" title="{e(s)} → {e(d)}: {e(text)}">{_STATE_TEXT[state]}</td>')

@@ -7,6 +7,7 @@ import sys
 import click
 
 from diag.cliutil import config_option, emit_doc, output_options
+from diag.errors import UsageError
 from diag.exitcodes import ExitCode
 
 
@@ -43,6 +44,57 @@ def select_probes(probes, only, skip):
     return [p for p in probes if p.name not in skip]
 
 
+def _path_items(paths, shared_paths):
+    items = [{"path": p} for p in paths] + [{"path": p, "shared": True} for p in shared_paths]
+    return items or None
+
+
+def _passthrough(config_path, only, skip, paths, shared_paths, port_range, node_report_dir, full_matrix,
+                 sample_peers) -> list[str]:
+    """The flags every ssh-started agent gets too (the remote reads its own config file)."""
+    args: list[str] = []
+    if config_path:
+        args += ["--config", config_path]
+    for flag, values in (("--probe", only), ("--skip", skip), ("--path", paths), ("--shared-path", shared_paths)):
+        for v in values:
+            args += [flag, v]
+    if port_range:
+        args += ["--port-range", port_range]
+    if node_report_dir:
+        args += ["--node-report-dir", node_report_dir]
+    if full_matrix:
+        args.append("--full-matrix")
+    if sample_peers is not None:
+        args += ["--sample-peers", str(sample_peers)]
+    return args
+
+
+def cluster_options(fn):
+    """The flags of cluster mode (see docs/cluster.md)."""
+    opts = [
+        click.option("--hostfile", type=click.Path(dir_okay=False), default=None,
+                     help="DeepSpeed/MPI hostfile: start an agent on every host over ssh (first host is rank 0)."),
+        click.option("--nnodes", type=click.IntRange(1, 100000), default=None, help="Nodes in the job."),
+        click.option("--node-rank", type=click.IntRange(0, 99999), default=None, help="This node's rank (0 hosts "
+                     "the rendezvous)."),
+        click.option("--master-addr", default=None, metavar="HOST", help="Rendezvous host (MASTER_ADDR)."),
+        click.option("--master-port", type=click.IntRange(1, 65535), default=None, help="Rendezvous port."),
+        click.option("--node-report-dir", type=click.Path(file_okay=False), default=None,
+                     help="Every node writes its node report here (for `llmdiag report merge DIR`)."),
+        click.option("--full-matrix", is_flag=True, help="Port matrix between all pairs of nodes (default: ring "
+                     "neighbours + sampled peers)."),
+        click.option("--sample-peers", type=click.IntRange(0, 1024), default=None,
+                     help="Port matrix: random peers per node besides the ring neighbours."),
+        click.option("--expected-hosts", default=None, hidden=True, help="Host names by node rank (set by --hostfile)."),
+        click.option("--remote-command", default=None, help="How to start llmdiag on each host (--hostfile)."),
+        click.option("--ssh-config", type=click.Path(dir_okay=False), default=None,
+                     help="ssh client config file for --hostfile (default: ~/.ssh/config)."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
 @click.command()
 @config_option
 @click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
@@ -56,10 +108,19 @@ def select_probes(probes, only, skip):
 @click.option("--interface", "interfaces", multiple=True, metavar="IF", help="Interface the job must use.")
 @click.option("--path", "paths", multiple=True, metavar="PATH",
               help="A path the job reads/writes (repeatable; replaces [filesystem] paths).")
+@click.option("--shared-path", "shared_paths", multiple=True, metavar="PATH",
+              help="A path that must be the same shared filesystem on every node (repeatable).")
+@cluster_options
 @output_options()
 def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_node, port_range, interfaces,
-              paths, fmt, output, width, no_color):
-    """Check this node (software, GPUs, system limits, network, ports, filesystems).
+              paths, shared_paths, hostfile, nnodes, node_rank, master_addr, master_port, node_report_dir,
+              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, fmt, output, width, no_color):
+    """Check this node, or every node of a cluster (versions, GPUs, limits, network, ports, paths).
+
+    Cluster mode starts when the job has more than one node: under torchrun, srun or mpirun
+    (one process per node), with --nnodes/--node-rank/--master-addr (or NNODES, NODE_RANK,
+    MASTER_ADDR, MASTER_PORT) on every node, or with --hostfile FILE from one node (agents
+    started over ssh). Rank 0 prints the cluster report; the other nodes print their own.
 
     Flags override the config file, which overrides the defaults.
     Exit code 0 when nothing failed (warnings too with --strict), 1 when a check failed.
@@ -78,7 +139,14 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         ("cluster", "gpus_per_node"): gpus_per_node,
         ("network", "port_range"): port_range,
         ("network", "interfaces"): list(interfaces) or None,
-        ("filesystem", "paths"): [{"path": p} for p in paths] or None,
+        ("filesystem", "paths"): _path_items(paths, shared_paths),
+        ("cluster", "timeout_s"): timeout_s,
+        ("cluster", "node_report_dir"): node_report_dir,
+        ("cluster", "full_matrix"): True if full_matrix else None,
+        ("cluster", "sample_peers"): sample_peers,
+        ("cluster", "remote_command"): remote_command,
+        ("cluster", "ssh_config"): ssh_config,
+        ("cluster", "hostfile"): hostfile,
     }
     config = config.with_overrides(overrides)
     probes, load_errors = all_probes()
@@ -96,7 +164,30 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     if timeout_s:
         probes = [_with_timeout(p, timeout_s) for p in probes]
 
+    if config.get("cluster", "hostfile"):
+        from diag.commands.cluster_mode import run_hostfile_mode
+
+        return run_hostfile_mode(config, env, strict=strict, master_addr=master_addr, master_port=master_port,
+                                 passthrough=_passthrough(config_path, only, skip, paths, shared_paths, port_range,
+                                                          node_report_dir, full_matrix, sample_peers),
+                                 fmt=fmt, output=output, width=width, no_color=no_color)
     ctx = Context.create(config=config, env=env)
+    from diag.cluster.world import resolve_world
+
+    try:
+        world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
+                              master_port=master_port, hosts=tuple(h for h in (expected_hosts or "").split(",") if h))
+    except UsageError as exc:
+        if nnodes is not None or node_rank is not None or master_addr:
+            raise  # the user's own flags: a usage error
+        # Broken launcher variables are what the launcher probe diagnoses: check this node.
+        click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
+        world = None
+    if world is not None:
+        from diag.commands.cluster_mode import run_agent_mode
+
+        return run_agent_mode(world, ctx, probes, load_errors, strict=strict, fmt=fmt, output=output, width=width,
+                              no_color=no_color)
     progress, stop = _progress_printer()
     try:
         node_report = run_probes(probes, ctx, load_errors=load_errors, progress=progress)

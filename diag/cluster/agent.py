@@ -1,0 +1,412 @@
+"""One node's cluster preflight, from reachability of the rendezvous to the cluster report.
+
+The order, and why: local probes start at once in the background (they need no network);
+meanwhile the agent checks that ``MASTER_ADDR:MASTER_PORT`` answers (classified, so a DROP
+is named before anything can hang on it), joins the store, and takes part in the cluster
+stages — clock, shared paths, port matrix — whose parameters come from rank 0's roster,
+so every node runs the same stages even with different local flags. Then probes that use
+the process group run one at a time (collectives from two probes at once would interleave),
+the node report goes to rank 0 (and to ``--node-report-dir``), and rank 0 builds the
+cluster report. Every wait is bounded by one deadline (``cluster.timeout_s``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from diag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
+from diag.cluster.rendezvous import Roster, StoreSession
+from diag.cluster.world import World
+from diag.probe import Requirement
+from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
+
+#: Probes that run collectives on ``ctx.services["process_group"]`` when it exists.
+GROUP_PROBES = {"nccl", "smoke"}
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentOptions:
+    timeout_s: float = 60.0
+    connect_timeout_s: float = 3.0
+    port_range: tuple[int, int] = (29500, 29510)
+    max_ports: int = 16
+    sample_peers: int = 2
+    full_matrix: bool = False
+    share_wait_s: float = 5.0
+    node_report_dir: str | None = None
+    skew_warn_ms: float = 100.0
+    strict: bool = False
+    process_group: bool | None = None  # None: only when a selected probe uses it
+
+
+@dataclasses.dataclass
+class AgentOutcome:
+    """What the CLI prints: the cluster report on rank 0, the node report elsewhere."""
+
+    node_doc: dict[str, Any]
+    cluster: ClusterReport | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _import_torch_distributed() -> None:
+    try:
+        import torch.distributed  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken torch is reported where the store is opened
+        pass
+
+
+def uses_group(probe) -> bool:
+    return probe.name in GROUP_PROBES or Requirement.DISTRIBUTED in getattr(probe, "requires", ())
+
+
+class Agent:
+    def __init__(self, world: World, ctx, probes: Sequence, options: AgentOptions, *,
+                 load_errors=(), log: Callable[[str], None] = lambda s: None):
+        self.world = world
+        self.ctx = ctx
+        self.opts = options
+        self.log = log
+        self.load_errors = load_errors
+        self.local_probes = [p for p in probes if not uses_group(p)]
+        self.group_probes = [p for p in probes if uses_group(p)]
+        self.results: list[Result] = []
+        self.meta: dict[str, Any] = {"world": world.to_dict(), "launcher": world.launcher}
+        self.timings: dict[str, float] = {}
+        self.session: StoreSession | None = None
+        self.roster: Roster | None = None
+        self.start = time.monotonic()
+        self.deadline = self.start + options.timeout_s
+        self._cleanup: list[Callable[[], None]] = []
+
+    # -- helpers -------------------------------------------------------------------------
+    def left(self, margin: float = 0.0) -> float:
+        return max(0.0, self.deadline - margin - time.monotonic())
+
+    def add(self, check: str, status: str, summary: str, *, evidence=(), remediation=None, runbook=None,
+            data=None) -> None:
+        self.results.append(Result(
+            probe="cluster", check=check, node=self.ctx.node, status=Status(status), summary=summary,
+            evidence=tuple(Evidence(*e) for e in evidence), remediation=remediation, runbook=runbook, data=data or {}))
+
+    def mark(self, stage: str, t0: float) -> None:
+        self.timings[stage] = round(time.monotonic() - t0, 4)
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self) -> AgentOutcome:
+        from diag.runner import run_probes
+
+        box: dict[str, NodeReport] = {}
+        local = threading.Thread(target=lambda: box.setdefault("r", run_probes(
+            self.local_probes, self.ctx, load_errors=self.load_errors)), name="llmdiag-local-probes", daemon=True)
+        # torch takes seconds to import: do it while the rendezvous is probed, not after.
+        threading.Thread(target=_import_torch_distributed, name="llmdiag-import", daemon=True).start()
+        iface = facts.job_interface(self.world.master_addr)
+        self.meta["interface"] = iface
+        try:
+            try:
+                # The store host comes first: every other node waits on it, and the local probes
+                # (a torch subprocess among them) would only slow down its start.
+                hosted = self._host_store() if self.hosts_store else True
+                local.start()
+                if hosted and self._rendezvous(iface):
+                    self._stages()
+            except Exception as exc:  # noqa: BLE001 - a lost store must still leave a node report
+                if os.environ.get("LLMDIAG_DEBUG"):
+                    import traceback
+                    traceback.print_exc()
+                self.add("rendezvous", "fail", f"lost the rendezvous store mid-run: {str(exc).splitlines()[0][:200]}",
+                         runbook="cluster-node-died",
+                         remediation="Rank 0 exited or became unreachable; read rank 0's report and stderr.")
+            if not local.is_alive() and not local.ident:
+                local.start()
+            local.join(max(1.0, max((p.timeout_s for p in self.local_probes), default=1.0) + 5))
+            node_report = box.get("r") or NodeReport(node=self.ctx.node, results=())
+            group_results = self._group_probes()
+            return self._finish(node_report, group_results, iface)
+        finally:
+            self.cleanup()
+
+    def cleanup(self) -> None:
+        """Close listeners and servers, remove token files, leave the store (idempotent)."""
+        fns, self._cleanup = self._cleanup, []
+        for fn in reversed(fns):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - cleanup goes on
+                pass
+        if self.session:
+            self.session.close()
+
+    @property
+    def hosts_store(self) -> bool:
+        return self.world.is_root and not self.world.agent_store
+
+    def _host_store(self) -> bool:
+        t0 = time.monotonic()
+        self._raise_fd_limit()
+        ok = self._open_store()
+        self.mark("host_store", t0)
+        return ok
+
+    def _raise_fd_limit(self) -> None:
+        """The store holds two connections per node: lift rank 0's soft open-file limit to fit.
+
+        The common soft default (1024) would stop a store of about 500 nodes; the hard limit is
+        what the admin allows, and only a shortfall against it is a finding.
+        """
+        import resource
+
+        need = 2 * self.world.nnodes + 256
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft != resource.RLIM_INFINITY and soft < need:
+                target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+        except (ValueError, OSError):
+            return
+        if soft != resource.RLIM_INFINITY and soft < need:
+            self.add("store-fd-limit", "warn", f"rank 0 may open {soft} files, the store of {self.world.nnodes} nodes "
+                     f"needs about {need}", evidence=[("open files limit", soft, f">= {need}", "")],
+                     runbook="nofile-low",
+                     remediation="Raise the hard open-files limit on rank 0 (limits.conf nofile, or the container's "
+                                 "--ulimit nofile) or let another host with a higher limit be rank 0.")
+
+    def _open_store(self) -> bool:
+        """Host (rank 0) or connect to the c10d store; a failure becomes a rendezvous result."""
+        w = self.world
+        self.session = StoreSession(w, log=self.log)
+        try:
+            self.session.open(max(1.0, self.left(1.0)))
+        except RuntimeError as exc:
+            in_use = "in use" in str(exc).lower()
+            self.add("rendezvous", "fail", str(exc), runbook="rendezvous-address-in-use" if in_use else
+                     "cluster-rendezvous-unreachable",
+                     remediation=(f"Free port {w.master_port} on rank 0 (ss -ltnp | grep {w.master_port}) or pick "
+                                  "another MASTER_PORT." if in_use else
+                                  f"Check that {w.master_addr}:{w.master_port} is the store rank 0 hosts."))
+            self.session = None
+            return False
+        return True
+
+    def _rendezvous(self, iface: dict) -> bool:
+        w, o = self.world, self.opts
+        # Nodes may join as long as the stages after the rendezvous still fit before the
+        # deadline (reserve: the token wait, two connect timeouts and the gather).
+        reserve = min(0.4 * o.timeout_s, o.share_wait_s + 2 * o.connect_timeout_s + 2.0)
+        join_deadline = self.deadline - reserve
+        t0 = time.monotonic()
+        target = f"{w.master_addr}:{w.master_port}"
+        if not w.is_root or w.agent_store:
+            r = reach.wait_open(w.master_addr, w.master_port, max(0.1, join_deadline - time.monotonic()),
+                                o.connect_timeout_s)
+            self.meta["master_reach"] = r.to_dict()
+            self.mark("reach", t0)
+            if not r.ok:
+                self.add("rendezvous-reach", "fail", f"the rendezvous {target} is not reachable from here: {r.meaning}",
+                         evidence=[("connect", r.outcome, "open", ""), ("detail", r.detail, None, "")],
+                         runbook="cluster-rendezvous-unreachable",
+                         remediation=f"From this node: nc -vz {w.master_addr} {w.master_port}; check MASTER_ADDR, "
+                                     "that rank 0 started, and the firewall between the nodes.",
+                         data={"outcome": r.outcome})
+                return False
+            self.add("rendezvous-reach", "pass", f"rendezvous {target} is open ({r.elapsed_s * 1000:.0f} ms)")
+        if self.session is None and not self._open_store():
+            return False
+        self.session.start_heartbeat()
+        self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
+                           "pid": os.getpid(), "time": time.time()})
+        self.log(f"{self.ctx.node} joined the rendezvous at {target} as node rank {w.node_rank} of {w.nnodes}")
+        if w.is_root:
+            ts = clock.TimeServer(token="pending")
+            self._cleanup.append(ts.close)
+            plan = {"clock_port": ts.port, "ports": portmatrix.choose_ports(*o.port_range, o.max_ports),
+                    "sample": o.sample_peers, "full": o.full_matrix, "share_wait_s": o.share_wait_s,
+                    "master_port": w.master_port}
+            self.roster = self.session.wait_joins(join_deadline, extra=plan)
+            ts.token = self.roster.token.encode()
+        else:
+            self.roster = self.session.wait_roster(self.deadline - 1.0)
+        self.mark("rendezvous", t0)
+        if self.roster is None:
+            self.add("rendezvous", "fail", "joined the store but rank 0 never published the list of nodes",
+                     runbook="cluster-node-died", remediation="Rank 0 died or is stuck: read its report and stderr.")
+            return False
+        if w.node_rank not in self.roster.ranks:
+            self.add("rendezvous", "fail", "joined after rank 0 stopped waiting for nodes",
+                     runbook="cluster-node-missing",
+                     remediation="Start every node's agent within the first half of cluster.timeout_s, or raise it.")
+            return False
+        missing = self.roster.missing
+        self.add("rendezvous", "pass", f"joined as node rank {w.node_rank}; {len(self.roster.ranks)} of {w.nnodes} "
+                 f"nodes joined" + (f" (missing: {', '.join(w.expected_name(r) for r in missing)})" if missing else ""))
+        return True
+
+    # -- cluster stages ------------------------------------------------------------------
+    def _stages(self) -> None:
+        plan = self.roster.extra
+        t0 = time.monotonic()
+        if not self.world.is_root:
+            self.meta["clock"] = clock.measure(self.world.master_addr, int(plan["clock_port"]), self.roster.token,
+                                               timeout=min(2.0, self.left(1.0) or 0.1))
+        else:
+            self.meta["clock"] = {"skew_ms": 0.0, "rtt_ms": 0.0, "reference": True}
+        self.mark("clock", t0)
+        t0 = time.monotonic()
+        self._shared_paths(float(plan.get("share_wait_s") or 5.0))
+        self.mark("shared_fs", t0)
+        t0 = time.monotonic()
+        self._port_matrix(plan)
+        self.mark("port_matrix", t0)
+        if self.group_probes and self.opts.process_group is not False or self.opts.process_group:
+            t0 = time.monotonic()
+            self._process_group()
+            self.mark("process_group", t0)
+
+    def _shared_paths(self, wait_s: float) -> None:
+        items = self.ctx.config.get("filesystem", "paths") or []
+        s, ranks = self.session, self.roster.ranks
+        per_path = max(0.5, min(5.0, self.left(2.0) / max(1, len(items) * 2)))
+        out: dict[str, dict] = {}
+        for item in items:
+            f = sharedfs.path_facts(item["path"], per_path)
+            f["shared"] = bool(item.get("shared"))
+            f["must_write"] = bool(item.get("writable"))
+            out[os.path.abspath(item["path"])] = f
+        self.meta.setdefault("facts", {})["paths"] = out
+        # The token test follows rank 0's list, so every node takes part in the same barriers.
+        if self.world.is_root:
+            written = {}
+            for i, (path, f) in enumerate(out.items()):
+                if f["shared"] and f.get("exists") and f.get("writable"):
+                    # registered before it exists: removed whatever happens (the probes' own
+                    # cleanup runs mid-stage, so the agent keeps its own list)
+                    track = lambda n: self._cleanup.append(lambda: sharedfs.remove_token(n))  # noqa: E731
+                    if sharedfs.write_token(path, self.roster.token, i, track, per_path):
+                        written[path] = i
+            s.put("share/tokens", written)
+        arrived, _ = s.barrier("share-written", ranks, self.deadline - 2.0)
+        if 0 not in arrived:
+            return
+        tokens = s.get("share/tokens") if s.has("share/tokens") else {}
+        if not self.world.is_root:
+            for path, i in tokens.items():
+                seen = sharedfs.see_token(path, self.roster.token, i, min(wait_s, self.left(3.0)))
+                if path in out:
+                    out[path]["token_seen"] = seen["seen"]
+                    out[path]["token_waited_s"] = seen.get("waited_s", seen.get("after_s"))
+        else:
+            for path in tokens:
+                out[path]["token_seen"] = True
+        s.barrier("share-seen", ranks, self.deadline - 2.0)
+
+    def _port_matrix(self, plan: dict) -> None:
+        s, roster, me = self.session, self.roster, self.world.node_rank
+        ports = [int(p) for p in plan["ports"]]
+        skip = [int(plan["master_port"])] if me == 0 else []
+        listeners = portmatrix.Listeners(ports, roster.token, me, skip=skip)
+        self._cleanup.append(listeners.close)
+        s.put(f"listening/{me}", {"busy": sorted(listeners.busy), "skip": skip})
+        arrived, _ = s.barrier("listen", roster.ranks, self.deadline - 2.0)
+        peers = portmatrix.choose_peers(list(roster.ranks), me, int(plan["sample"]), roster.token, bool(plan["full"]))
+        peers = [p for p in peers if p in arrived]
+        joins = s.join_info(peers)
+        targets = {p: joins[p].get("address") or joins[p].get("hostname") for p in peers}
+        busy = {}
+        for p in peers:
+            info = s.get(f"listening/{p}") if s.has(f"listening/{p}") else {}
+            busy[p] = list(info.get("busy", [])) + list(info.get("skip", []))
+        rows = portmatrix.probe_peers(targets, ports, busy, roster.token, me,
+                                      min(self.opts.connect_timeout_s, max(0.1, self.left(3.0))))
+        rows = [r for r in rows if not (r["outcome"] == portmatrix.BUSY and r["port"] in
+                                        (int(plan["master_port"]),) and r["dst_rank"] == 0)]
+        mode = "all pairs" if plan["full"] else f"ring + {plan['sample']} sampled peers"
+        self.meta["matrix"] = {"ports": ports, "mode": mode, "peers": peers, "tested": len(rows),
+                               "open": sum(r["outcome"] == reach.OPEN for r in rows),
+                               "problems": [r for r in rows if r["outcome"] != reach.OPEN]}
+        s.barrier("matrix-done", roster.ranks, self.deadline - 2.0)
+        listeners.close()
+
+    def _process_group(self) -> None:
+        import datetime
+
+        import torch.distributed as dist
+
+        ranks = list(self.roster.ranks)
+        iface = self.meta["interface"].get("interface")
+        if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
+            os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo must use the interface that reaches the peers
+        try:
+            from torch.distributed import PrefixStore
+
+            dist.init_process_group("gloo", store=PrefixStore("llmdiag-pg/", self.session._server),
+                                    rank=ranks.index(self.world.node_rank), world_size=len(ranks),
+                                    timeout=datetime.timedelta(seconds=max(5.0, self.left(5.0) / 2)))
+        except Exception as exc:  # noqa: BLE001
+            self.add("process-group", "warn", f"the gloo group over {len(ranks)} nodes could not form: "
+                     f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
+                     remediation="Set GLOO_SOCKET_IFNAME to the interface the nodes reach each other by.")
+            return
+        self._cleanup.append(dist.destroy_process_group)
+        self.ctx.services["process_group"] = dist.group.WORLD
+        self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
+                                      "node_rank": self.world.node_rank, "nnodes": self.world.nnodes,
+                                      "master_addr": self.world.master_addr, "master_port": self.world.master_port,
+                                      "run_token": self.roster.token}
+
+    def _group_probes(self) -> list[Result]:
+        if not self.group_probes:
+            return []
+        from diag.runner import run_probes
+
+        # one at a time, in the same order on every node: concurrent collectives would interleave
+        return list(run_probes(self.group_probes, self.ctx, parallel=1).results)
+
+    # -- the end -------------------------------------------------------------------------
+    def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:
+        results = list(node_report.results) + group_results + self.results
+        self.meta.setdefault("facts", {}).update({
+            "probes": facts.probe_facts([r.to_dict() for r in results]),
+            "env": facts.relevant_env(self.ctx.env),
+            "network": {k: iface.get(k) for k in ("interface", "address", "mtu")},
+        })
+        self.meta["timings"] = self.timings
+        nr = NodeReport(node=self.ctx.node, node_rank=self.world.node_rank, results=tuple(results),
+                        started_at=node_report.started_at, finished_at=time.time(), meta=self.meta)
+        doc = nr.to_dict()
+        if self.opts.node_report_dir:
+            try:
+                gather.write_node_file(self.opts.node_report_dir, doc)
+            except OSError as exc:
+                self.log(f"could not write the node report to {self.opts.node_report_dir}: {exc}")
+        outcome = AgentOutcome(node_doc=doc, timings=self.timings)
+        s = self.session
+        if s is None or self.roster is None:
+            if self.world.is_root:  # rank 0 without a store: a report of itself and nothing else
+                outcome.cluster = merge.build_report([doc], nnodes=self.world.nnodes, hosts=self.world.hosts,
+                                                     lost={}, skew_warn_ms=self.opts.skew_warn_ms, strict=self.opts.strict)
+            return outcome
+        t0 = time.monotonic()
+        try:
+            gather.send_report(s, doc)
+        except Exception as exc:  # noqa: BLE001
+            self.log(f"could not send the node report to rank 0: {exc}")
+        if not self.world.is_root:
+            return outcome
+        others = [r for r in self.roster.ranks if r != 0]
+        docs, lost = gather.collect_reports(s, others, self.deadline - 0.5)
+        self.mark("gather", t0)
+        t0 = time.monotonic()
+        for r in self.roster.missing:
+            lost.setdefault(r, "never joined the rendezvous")
+        outcome.cluster = merge.build_report([doc] + [docs[r] for r in sorted(docs)], nnodes=self.world.nnodes,
+                                             lost=lost, hosts=self.world.hosts, skew_warn_ms=self.opts.skew_warn_ms,
+                                             strict=self.opts.strict)
+        self.mark("aggregate", t0)
+        return outcome

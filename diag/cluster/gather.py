@@ -1,0 +1,124 @@
+"""Node reports to rank 0 over the store, and node report files for ``report merge``.
+
+A node report travels as zlib-compressed JSON under ``report/<rank>``. Rank 0 collects the
+reports of every joined node until its deadline, giving up early on a node whose heartbeat
+stopped (it *died*); a node that is still beating but never delivered is *hung*.
+
+``--node-report-dir`` makes every node also write its report to ``DIR/node-<rank>.json``
+(atomically: a temporary file in the same directory, then ``os.replace``), so that when the
+network is the fault ``llmdiag report merge DIR`` can still build the cluster report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from diag.cluster.rendezvous import StoreSession
+
+
+ARRIVED = "report/arrived"  # "3,7,1," : ranks whose report is in the store, in arrival order
+FETCH_BATCH = 256
+
+
+def send_report(session: StoreSession, doc: dict[str, Any]) -> int:
+    """Put this node's report into the store; returns the payload size in bytes."""
+    payload = zlib.compress(json.dumps(doc, separators=(",", ":"), default=str).encode(), 6)
+    session.store.set(f"report/{session.rank}", payload)
+    session.store.append(ARRIVED, f"{session.rank},")
+    return len(payload)
+
+
+def _arrived(session: StoreSession) -> set[int]:
+    if not session.has(ARRIVED):
+        return set()
+    raw = session.store.get(ARRIVED).decode()
+    return {int(x) for x in raw.split(",") if x.strip().isdigit()}
+
+
+def collect_reports(session: StoreSession, ranks: Iterable[int], deadline: float,
+                    poll: float = 0.05) -> tuple[dict[int, dict], dict[int, str]]:
+    """Rank 0: (rank → report doc, rank → "died"/"hung" with why) for the joined ``ranks``.
+
+    One read of the arrival list per poll tells which reports are in; those are fetched in
+    batches (``multi_get``), so the store sees O(1) requests per poll however many nodes are
+    still pending, not one ``check`` per pending node.
+    """
+    pending = set(ranks)
+    docs: dict[int, dict] = {}
+    lost: dict[int, str] = {}
+    next_live = time.monotonic() + 1.0
+    poll_max = max(0.2, session.poll_max)
+    while pending:
+        ready = sorted(pending & _arrived(session))
+        for i in range(0, len(ready), FETCH_BATCH):
+            batch = ready[i:i + FETCH_BATCH]
+            for r, payload in zip(batch, session.store.multi_get([f"report/{r}" for r in batch])):
+                docs[r] = json.loads(zlib.decompress(payload))
+                pending.discard(r)
+        if not pending:
+            break
+        now = time.monotonic()
+        if now >= next_live:
+            next_live = now + 1.0
+            for r in sorted(pending):
+                if r != session.rank and not session.alive(r):
+                    age = session.last_beat_age(r)
+                    lost[r] = f"died: no heartbeat for {age:.0f} s" if age is not None else "died"
+                    pending.discard(r)
+        if now >= deadline:
+            for r in pending:
+                lost[r] = "hung: still alive but sent no report before the deadline"
+            break
+        time.sleep(min(poll, max(0.0, deadline - now)))
+        poll = min(poll * 1.5, poll_max)
+    return docs, lost
+
+
+def write_node_file(directory: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
+    """Write ``doc`` (a node report) to ``DIR/node-<rank>.json`` atomically; returns the path."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    rank = doc.get("node_rank")
+    name = f"node-{rank:05d}.json" if isinstance(rank, int) else f"node-{_safe(doc.get('node', 'unknown'))}.json"
+    target = d / name
+    fd, tmp = tempfile.mkstemp(prefix=".node-", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))[:64]
+
+
+def read_node_files(directory: str | os.PathLike[str]) -> tuple[list[dict], list[str]]:
+    """(node report docs, problems) from ``DIR/*.json``; unreadable files are problems, not errors."""
+    docs, problems = [], []
+    for p in sorted(Path(directory).glob("*.json")):
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"{p.name}: not readable JSON ({exc})")
+            continue
+        if not isinstance(doc, dict) or "results" not in doc or "node" not in doc:
+            problems.append(f"{p.name}: not an llmdiag node report")
+            continue
+        docs.append(doc)
+    return docs, problems

@@ -1,0 +1,304 @@
+"""The cluster report from node reports: rank 0 at the end of a run, or ``report merge DIR``.
+
+Both paths call :func:`build_report` with node report dicts, so a report merged from files
+is the same report rank 0 would have printed. Cluster-wide results (``scope: cluster``) name
+the node they blame; ``sections`` carries the structured parts renderers show as tables:
+``consistency``, ``clock``, ``shared_fs``, ``port_matrix``, ``missing_nodes``
+(docs/cluster.md documents the layout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from diag.cluster import compare, facts, reach
+from diag.cluster.compare import node_list
+from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
+
+PROBLEM_ROWS_MAX = 1000  # the report lists at most this many failed connections (counts stay exact)
+PAIRS_MAX_NODES = 64  # up to this many nodes the report lists every tested pair (for the heat map)
+BUSY_OUTCOME = "busy"
+
+
+def _res(check: str, node: str, status: str, summary: str, *, evidence=(), remediation=None, runbook=None,
+         data=None) -> Result:
+    ev = tuple(e if isinstance(e, Evidence) else Evidence(*e) for e in evidence)
+    return Result(probe="cluster", check=check, node=node, status=Status(status), summary=summary, evidence=ev,
+                  remediation=remediation, runbook=runbook, data=data or {})
+
+
+def unique_names(docs: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """node rank → report name; two nodes with one hostname (containers) get ``#rank``."""
+    names: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for d in docs:
+        seen[d["node"]] = seen.get(d["node"], 0) + 1
+    for i, d in enumerate(docs):
+        r = d.get("node_rank")
+        r = i if r is None else r
+        names[r] = d["node"] if seen[d["node"]] == 1 else f"{d['node']}#{r}"
+    return names
+
+
+def build_report(docs: Sequence[Mapping[str, Any]], *, nnodes: int | None = None,
+                 lost: Mapping[int, str] | None = None, hosts: Sequence[str] = (),
+                 skew_warn_ms: float = 100.0, extra_results: Sequence[Result] = (),
+                 extra_sections: Mapping[str, Any] | None = None, command: str = "preflight",
+                 strict: bool = False) -> ClusterReport:
+    """Aggregate node report dicts (``NodeReport.to_dict()`` with cluster ``meta``).
+
+    ``lost`` holds what rank 0 knows about nodes without a report: rank → "never joined ...",
+    "died: ...", "hung: ...". ``hosts`` names expected nodes by rank (hostfile, Slurm).
+    """
+    docs = sorted(docs, key=lambda d: (d.get("node_rank") is None, d.get("node_rank") or 0))
+    names = unique_names(docs)
+    nodes = []
+    for d in docs:
+        r = d.get("node_rank")
+        nr = NodeReport.from_dict(d)
+        name = names[r if r is not None else docs.index(d)]
+        if name != nr.node:
+            nr = NodeReport(node=name, node_rank=nr.node_rank, started_at=nr.started_at, finished_at=nr.finished_at,
+                            meta=nr.meta, results=tuple(x.replace(node=name) for x in nr.results))
+        nodes.append(nr)
+    if nnodes is None:
+        nnodes = max([int((d.get("meta") or {}).get("world", {}).get("nnodes") or 0) for d in docs] + [len(docs)])
+    if not hosts:
+        for d in docs:
+            hosts = (d.get("meta") or {}).get("world", {}).get("hosts") or hosts
+    order = [names[r] for r in sorted(names)]
+    by_name = {n.node: n for n in nodes}
+    results: list[Result] = list(extra_results)
+    sections: dict[str, Any] = {}
+
+    missing_names, missing_rows = _missing(nnodes, names, lost or {}, hosts, results)
+    sections["missing_nodes"] = missing_rows
+    sections["consistency"] = _consistency(by_name, order, results)
+    sections["clock"] = _clock(by_name, order, skew_warn_ms, results)
+    sections["shared_fs"] = _shared_fs(by_name, order, results)
+    sections["port_matrix"] = _port_matrix(by_name, names, results)
+    sections.update(extra_sections or {})
+    return ClusterReport(command=command, nodes=tuple(nodes), cluster_results=tuple(results),
+                         missing_nodes=tuple(missing_names), sections=sections, strict=strict)
+
+
+def _expected(rank: int, hosts: Sequence[str]) -> str:
+    return f"node rank {rank} ({hosts[rank]})" if rank < len(hosts) else f"node rank {rank}"
+
+
+def _missing(nnodes, names, lost, hosts, results) -> tuple[list[str], list[dict]]:
+    out, rows = [], []
+    for r in range(nnodes):
+        if r in names:
+            continue
+        label = _expected(r, hosts)
+        why = lost.get(r) or "no node report (it never joined, or its file is missing)"
+        state = "died" if why.startswith("died") else "hung" if why.startswith("hung") else "missing"
+        out.append(label)
+        rows.append({"node_rank": r, "name": label, "node": label, "state": state, "detail": why})
+        if state == "missing":
+            results.append(_res("node-missing", label, "fail", f"{label} is missing: {why}", runbook="cluster-node-missing",
+                                evidence=[("node report", None, "received", "")],
+                                remediation="Check that the agent started there (scheduler, ssh, container) and can "
+                                            "reach MASTER_ADDR:MASTER_PORT; its own report (--node-report-dir) says why."))
+        else:
+            results.append(_res("node-died", label, "fail", f"{label} joined, then {why}", runbook="cluster-node-died",
+                                evidence=[("state", state, "finished", "")],
+                                remediation="Look at that node: dmesg -T | tail (OOM killer, Xid), the agent's stderr, "
+                                            "and whether the host rebooted."))
+    return out, rows
+
+
+def _consistency(by_name, order, results) -> list[dict]:
+    flat = {name: facts.flatten((n.meta or {}).get("facts") or {}) for name, n in by_name.items()
+            if (n.meta or {}).get("facts")}
+    env_keys = sorted({k for f in flat.values() for k in f if k.startswith("env:")})
+    for f in flat.values():
+        for k in env_keys:
+            f.setdefault(k, "(unset)")
+    specs = facts.SPECS + [facts.env_spec(k[4:]) for k in env_keys]
+    diffs = compare.diff_facts(flat, specs, order)
+    for diff in diffs:
+        for value, nodes in diff.outliers:
+            results.append(_res(
+                f"consistency:{diff.spec.key}", node_list(nodes), diff.spec.status, diff.sentence(value, nodes),
+                evidence=[(diff.spec.label, compare.show(value), compare.show(diff.majority), "")],
+                remediation=diff.spec.remediation, runbook=diff.spec.runbook,
+                data={"key": diff.spec.key, "value": value, "majority": diff.majority, "nodes": list(nodes)}))
+    if len(flat) >= 2:
+        differing = {d.spec.key for d in diffs}
+        same = sorted(k for k in set().union(*flat.values()) if k not in differing)
+        if not diffs:
+            results.append(_res("consistency", "cluster", "pass",
+                                f"{len(same)} facts identical on all {len(flat)} nodes (versions, GPUs, variables, MTU)"))
+    return [d.to_dict() for d in diffs]
+
+
+def _clock(by_name, order, warn_ms, results) -> dict[str, Any]:
+    table = {}
+    for name in order:
+        n = by_name.get(name)
+        c = ((n.meta or {}).get("clock") if n else None) or {}
+        if c:
+            table[name] = c
+    skews = {n: c["skew_ms"] for n, c in table.items() if "skew_ms" in c}
+    bad = compare.numeric_outliers(skews, 0.0, warn_ms)
+    for name, skew in bad:
+        rtt = table[name].get("rtt_ms")
+        results.append(_res("clock-skew", name, "warn",
+                            f"{name}'s clock is {abs(skew):.0f} ms {'ahead of' if skew > 0 else 'behind'} rank 0's "
+                            f"(±{(rtt or 0) / 2:.1f} ms)", evidence=[("skew", round(skew, 1), f"within ±{warn_ms:g}", "ms")],
+                            remediation="Enable time sync on every node: timedatectl; chronyc tracking (or ntpq -p).",
+                            runbook="cluster-clock-skew"))
+    if skews and not bad:
+        worst = max(abs(v) for v in skews.values())
+        results.append(_res("clock-skew", "cluster", "pass",
+                            f"clocks within {worst:.1f} ms of rank 0 on {len(skews)} nodes (limit ±{warn_ms:g} ms)"))
+    return {"warn_ms": warn_ms, "nodes": table}
+
+
+def _shared_fs(by_name, order, results) -> dict[str, Any]:
+    per_path: dict[str, dict[str, dict]] = {}
+    config: dict[str, dict] = {}
+    for name in order:
+        n = by_name.get(name)
+        for path, f in (((n.meta or {}).get("facts") or {}).get("paths") or {}).items() if n else ():
+            per_path.setdefault(path, {})[name] = f
+            config.setdefault(path, {"shared": f.get("shared", False), "writable": f.get("must_write", False)})
+    out: dict[str, Any] = {}
+    for path, rows in per_path.items():
+        problems: list[str] = []
+        shared = config[path]["shared"]
+        absent = [n for n, f in rows.items() if f.get("exists") is False]
+        hung = [n for n, f in rows.items() if f.get("exists") is None]
+        if absent:
+            present = len(rows) - len(absent) - len(hung)
+            problems.append("missing")
+            results.append(_res(f"path:{path}", node_list(absent), "fail",
+                                f"{path} does not exist on {node_list(absent)} ({present} other nodes have it)",
+                                evidence=[("exists", False, True, "")], runbook="cluster-path-missing-on-node",
+                                remediation=f"Create or mount {path} on {node_list(absent)} (findmnt {path} on a good node "
+                                            "shows what to mount)."))
+        if hung:
+            problems.append("hung")
+            results.append(_res(f"path:{path}", node_list(hung), "fail", f"{path} did not answer on {node_list(hung)}: "
+                                f"{rows[hung[0]].get('error', 'no answer')}", runbook="path-hung",
+                                remediation=f"Check the mount on those nodes: findmnt {path}; dmesg | tail."))
+        live = {n: f for n, f in rows.items() if f.get("exists")}
+        if config[path]["writable"]:
+            ro = [n for n, f in live.items() if f.get("writable") is False]
+            if ro:
+                problems.append("not-writable")
+                results.append(_res(f"path:{path}", node_list(ro), "fail", f"{path} is not writable on {node_list(ro)}",
+                                    evidence=[("writable", False, True, "")], runbook="path-not-writable",
+                                    remediation=f"Fix permissions or the mount options there: ls -ld {path}; findmnt {path}"))
+        if shared and len(live) >= 2:
+            _shared_checks(path, live, order, problems, results)
+        if not problems:
+            what = "shared: same filesystem, contents and token seen" if shared else "present"
+            results.append(_res(f"path:{path}", "cluster", "pass", f"{path}: {what} on all {len(rows)} nodes"))
+        out[path] = {"shared": shared, "problems": problems,
+                     "nodes": {n: {k: f.get(k) for k in ("exists", "fstype", "source", "mount_root", "writable",
+                                                         "token_seen")} | {"fingerprint": (f.get("fingerprint") or {}).get("digest")}
+                               for n, f in rows.items()}}
+    return out
+
+
+def _shared_checks(path, live, order, problems, results) -> None:
+    fix = (f"Mount the same shared filesystem at {path} on every node (compare `findmnt {path}` across nodes); "
+           "a local directory there gives each node its own copy.")
+    vals = {n: {"fstype": f.get("fstype"), "source": f.get("source"), "mount_root": f.get("mount_root"),
+                "fingerprint": (f.get("fingerprint") or {}).get("digest")} for n, f in live.items()}
+    labels = {"fstype": "filesystem type", "source": "mount source", "mount_root": "mount root",
+              "fingerprint": "content fingerprint"}
+    specs = [compare.FactSpec(k, f"{path} {labels[k]}", "fail", "cluster-fs-not-shared", fix) for k in labels]
+    for diff in compare.diff_facts(vals, specs, order):
+        problems.append(f"different-{diff.spec.key}")
+        for value, nodes in diff.outliers:
+            results.append(_res(f"path:{path}:{diff.spec.key}", node_list(nodes), "fail", diff.sentence(value, nodes),
+                                evidence=[(diff.spec.label, compare.show(value), compare.show(diff.majority), "")],
+                                remediation=fix, runbook="cluster-fs-not-shared"))
+    unseen = [n for n, f in live.items() if f.get("token_seen") is False]
+    if unseen:
+        problems.append("not-shared")
+        waited = next((live[n].get("token_waited_s") for n in unseen), None)
+        results.append(_res(f"path:{path}:shared", node_list(unseen), "fail",
+                            f"{path} is not shared with rank 0 on {node_list(unseen)}: rank 0's token file did not "
+                            f"appear there within {waited or '?'} s", evidence=[("token file seen", False, True, "")],
+                            remediation=fix, runbook="cluster-fs-not-shared"))
+
+
+def _port_matrix(by_name, names, results) -> dict[str, Any]:
+    rank_name = dict(names)
+    tested = opened = 0
+    problems: list[dict] = []
+    info: dict[str, Any] = {}
+    for name, n in by_name.items():
+        m = (n.meta or {}).get("matrix") or {}
+        if not m:
+            continue
+        info = info or {k: m.get(k) for k in ("ports", "mode")}
+        tested += int(m.get("tested") or 0)
+        opened += int(m.get("open") or 0)
+        for row in m.get("problems") or ():
+            problems.append(dict(row, src=rank_name.get(row["src_rank"], f"rank {row['src_rank']}"),
+                                 dst=rank_name.get(row["dst_rank"], f"rank {row['dst_rank']}"),
+                                 meaning=reach.MEANING.get(row["outcome"], row["outcome"]),
+                                 status=reach.MEANING.get(row["outcome"], row["outcome"])))
+    if not info:
+        return {}
+    groups: dict[str, dict[tuple[int, str], list[str]]] = {}
+    for p in problems:
+        groups.setdefault(p["dst"], {}).setdefault((p["port"], p["outcome"]), []).append(p["src"])
+    for dst, g in sorted(groups.items()):
+        lines = []
+        worst = None
+        for (port, outcome), srcs in sorted(g.items()):
+            if outcome == "busy":
+                lines.append(f"{dst}:{port} in use by another program (llmdiag could not listen there)")
+            else:
+                lines.append(f"{node_list(srcs)} → {dst}:{port} {reach.MEANING.get(outcome, outcome)}")
+                worst = worst or outcome
+        only_busy = worst is None
+        runbook = "port-in-use" if only_busy else reach.RUNBOOK.get(worst, "cluster-port-refused")
+        fix = (f"Free the port on {dst} (ss -ltnp) or move the job's port range." if only_busy else
+               f"Open the job's ports on {dst}: check `iptables -S`/`nft list ruleset` there and any security group "
+               f"between the nodes; test with `nc -vz {dst} PORT` from a peer.")
+        results.append(_res("port-matrix", dst, "warn" if only_busy else "fail",
+                            "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else ""),
+                            evidence=[(f"{node_list(srcs)} → {dst}:{port}", o, "open", "") for (port, o), srcs in sorted(g.items())][:20],
+                            remediation=fix, runbook=runbook))
+    pairs = _pairs(by_name, names, problems) if len(by_name) <= PAIRS_MAX_NODES else []
+    if not problems and tested:
+        results.append(_res("port-matrix", "cluster", "pass",
+                            f"all {tested} connections open between {len(by_name)} nodes ({info.get('mode')}, "
+                            f"ports {_ports_text(info.get('ports'))})"))
+    return dict(info, tested=tested, open=opened, failed=len(problems), problems=problems[:PROBLEM_ROWS_MAX],
+                truncated=max(0, len(problems) - PROBLEM_ROWS_MAX), pairs=pairs)
+
+
+_SEVERITY = {reach.OPEN: 0, BUSY_OUTCOME: 1, reach.REFUSED: 2, reach.FOREIGN: 2, reach.ERROR: 3,
+             reach.UNRESOLVED: 3, reach.NO_ROUTE: 3, reach.TIMEOUT: 4}
+
+
+def _pairs(by_name, names, problems) -> list[dict]:
+    """Every tested (src, dst) pair with its worst outcome over the ports: the heat map's cells."""
+    worst: dict[tuple[str, str], str] = {}
+    for name, n in by_name.items():
+        m = (n.meta or {}).get("matrix") or {}
+        for peer in m.get("peers") or ():
+            worst[(name, names.get(peer, f"rank {peer}"))] = reach.OPEN
+    for p in problems:
+        key = (p["src"], p["dst"])
+        if _SEVERITY.get(p["outcome"], 3) > _SEVERITY.get(worst.get(key, reach.OPEN), 0):
+            worst[key] = p["outcome"]
+    return [{"src": a, "dst": b, "outcome": o, "status": reach.MEANING.get(o, o)}
+            for (a, b), o in sorted(worst.items())]
+
+
+def _ports_text(ports) -> str:
+    ports = list(ports or ())
+    if len(ports) > 4:
+        return f"{ports[0]}-{ports[-1]} ({len(ports)} tested)"
+    return ", ".join(str(p) for p in ports)

@@ -1,0 +1,121 @@
+"""Who this agent is in the cluster and where the rendezvous lives, from flags or a launcher.
+
+Precedence (the same as everywhere): flags (``--nnodes``, ``--node-rank``, ``--master-addr``,
+``--master-port``) override the launcher's variables (torchrun, Slurm, OpenMPI, plain
+``NNODES``/``NODE_RANK``/``MASTER_ADDR``/``MASTER_PORT``), which override the config file's
+``[cluster]`` section. One agent runs per node: when a launcher starts several processes per
+node, only local rank 0 is the agent and the others exit at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from diag.errors import UsageError
+from diag.launcher import LauncherInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    """One agent's place: node ``node_rank`` of ``nnodes``; rank 0 hosts the store."""
+
+    node_rank: int
+    nnodes: int
+    master_addr: str
+    master_port: int
+    launcher: str = "env"
+    #: torchrun's agent already hosts a store on MASTER_PORT: connect to it, never host one
+    agent_store: bool = False
+    #: expected node names by node rank (hostfile entries, Slurm's node list) when known
+    hosts: tuple[str, ...] = ()
+    is_agent: bool = True
+
+    @property
+    def is_root(self) -> bool:
+        return self.node_rank == 0
+
+    def expected_name(self, node_rank: int) -> str:
+        """How a missing node is named: its hostfile/Slurm host when known, else its rank."""
+        if 0 <= node_rank < len(self.hosts):
+            return f"node rank {node_rank} ({self.hosts[node_rank]})"
+        return f"node rank {node_rank}"
+
+    def to_dict(self) -> dict:
+        return {"node_rank": self.node_rank, "nnodes": self.nnodes, "master_addr": self.master_addr,
+                "master_port": self.master_port, "launcher": self.launcher, "hosts": list(self.hosts)}
+
+
+_BRACKET = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
+
+
+def expand_nodelist(text: str) -> list[str]:
+    """Slurm's compressed host list (``gpu[01-03,07],login1``) → host names, in order."""
+    parts, depth, cur = [], 0, ""
+    for ch in text.strip():
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    if cur:
+        parts.append(cur)
+    out: list[str] = []
+    for part in parts:
+        out.extend(_expand_one(part.strip()))
+    return [h for h in out if h]
+
+
+def _expand_one(part: str) -> list[str]:
+    m = _BRACKET.match(part)
+    if not m:
+        return [part]
+    head, body, tail = m.groups()
+    names = []
+    for piece in body.split(","):
+        if "-" in piece:
+            lo, hi = piece.split("-", 1)
+            width = len(lo)
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                raise UsageError(f"cannot expand node list {part!r}")
+            names += [f"{head}{i:0{width}d}" for i in range(int(lo), int(hi) + 1)]
+        else:
+            names.append(head + piece)
+    out = []
+    for n in names:
+        out.extend(_expand_one(n + tail) if "[" in tail else [n + tail])
+    return out
+
+
+def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nnodes: int | None = None,
+                  node_rank: int | None = None, master_addr: str | None = None,
+                  master_port: int | None = None, hosts: tuple[str, ...] = ()) -> World | None:
+    """The agent's World, or None when this is a single-node run (no cluster to coordinate)."""
+    kind = launcher.kind
+    n = nnodes or launcher.nnodes or config.get("cluster", "nodes")
+    rank = node_rank if node_rank is not None else launcher.node_rank
+    local_rank = launcher.local_rank
+    if rank is None and kind in ("openmpi", "slurm") and launcher.rank is not None:
+        per = launcher.local_world_size or 1
+        rank = launcher.rank // per
+    if not n or n <= 1:
+        return None
+    if rank is None:
+        raise UsageError(f"{n} nodes expected but this node's rank is unknown: pass --node-rank or set NODE_RANK")
+    if not 0 <= rank < n:
+        raise UsageError(f"--node-rank {rank} must be in 0..{n - 1} (--nnodes {n})")
+    slurm_hosts: tuple[str, ...] = ()
+    if kind == "slurm" and launcher.nodelist:
+        slurm_hosts = tuple(expand_nodelist(launcher.nodelist))
+    addr = master_addr or launcher.master_addr or config.get("cluster", "master_addr") or (
+        slurm_hosts[0] if slurm_hosts else None)
+    if not addr:
+        raise UsageError("the rendezvous host is unknown: pass --master-addr or set MASTER_ADDR")
+    port = master_port or launcher.master_port or config.get("cluster", "master_port")
+    agent_store = kind == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
+    return World(node_rank=rank, nnodes=n, master_addr=addr, master_port=int(port), launcher=kind,
+                 agent_store=agent_store, hosts=tuple(hosts) or slurm_hosts,
+                 is_agent=local_rank in (None, 0))

@@ -1,0 +1,86 @@
+"""The cluster side of ``llmdiag preflight``: an agent on this node, or ssh fan-out from a hostfile."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from diag.cliutil import emit_doc
+from diag.exitcodes import ExitCode
+from diag.result import ClusterReport, NodeReport, Status
+
+
+def agent_options(config, strict: bool):
+    from diag.cluster.agent import AgentOptions
+
+    g = config.get
+    return AgentOptions(
+        timeout_s=float(g("cluster", "timeout_s")),
+        connect_timeout_s=float(g("network", "connect_timeout_s")),
+        port_range=tuple(g("network", "port_range")),
+        max_ports=int(g("cluster", "matrix_max_ports")),
+        sample_peers=int(g("cluster", "sample_peers")),
+        full_matrix=bool(g("cluster", "full_matrix")),
+        share_wait_s=float(g("cluster", "share_wait_s")),
+        node_report_dir=g("cluster", "node_report_dir"),
+        skew_warn_ms=float(g("thresholds", "clock_skew_warn_ms")),
+        strict=strict,
+    )
+
+
+def _log(node: str):
+    def log(msg: str) -> None:
+        print(f"llmdiag[{node}]: {msg}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def _exit(report: ClusterReport, strict: bool) -> None:
+    st = report.status
+    if st is Status.FAIL or (strict and st is Status.WARN):
+        raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color) -> None:
+    """One agent; rank 0 prints the cluster report, other nodes their node report."""
+    from diag.cluster.agent import Agent
+
+    log = _log(ctx.node)
+    if not world.is_agent:
+        log(f"local rank {ctx.launcher.local_rank}: only local rank 0 runs the node's agent; nothing to do")
+        return
+    agent = Agent(world, ctx, probes, agent_options(ctx.config, strict), load_errors=load_errors, log=log)
+    try:
+        outcome = agent.run()
+    finally:
+        agent.cleanup()
+        ctx.cleanup.run()
+    if outcome.cluster is not None:
+        report = outcome.cluster
+    else:
+        report = ClusterReport(command="preflight", nodes=(NodeReport.from_dict(outcome.node_doc),), strict=strict)
+        log(f"node report sent to rank 0; this node: {report.status.value}")
+    emit_doc(report.to_dict(), fmt, output, width, no_color, env=ctx.env)
+    _exit(report, strict)
+
+
+def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthrough, fmt, output, width,
+                      no_color) -> None:
+    from diag.cluster.coordinator import run_hostfile
+    from diag.cluster.hostfile import host_problem, read_hostfile
+    from diag.errors import UsageError
+
+    entries = read_hostfile(config.get("cluster", "hostfile"))
+    if master_addr and host_problem(master_addr):
+        raise UsageError(f"--master-addr {master_addr!r}: {host_problem(master_addr)}")
+    if len(entries) < 2:
+        click.echo("llmdiag: the hostfile lists one host; running a cluster of one", err=True)
+    report = run_hostfile(
+        entries, master_addr=master_addr, master_port=master_port or int(config.get("cluster", "master_port")),
+        timeout_s=float(config.get("cluster", "timeout_s")), remote_command=config.get("cluster", "remote_command"),
+        ssh_config=config.get("cluster", "ssh_config"), connect_timeout=int(config.get("cluster", "ssh_connect_timeout_s")),
+        passthrough=passthrough, skew_warn_ms=float(config.get("thresholds", "clock_skew_warn_ms")), strict=strict,
+        log=_log("hostfile"))
+    emit_doc(report.to_dict(), fmt, output, width, no_color, env=env)
+    _exit(report, strict)
