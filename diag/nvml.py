@@ -173,8 +173,8 @@ class RecordedTimeline:
     frame is ``{"devices": {"3": {field: value, ...}}, "delay_s": 0.0}``: the base readings with
     those fields of those devices replaced (``{"error": "GPU is lost"}`` makes a device
     unreadable). Frames do not accumulate: each is base + its own patch. Each read of a device
-    returns its next frame; the last frame repeats. ``delay_s`` makes each read of that frame
-    take that long, as NVML does when it blocks on a failing GPU.
+    returns its next frame; the last frame repeats. ``delay_s`` makes the first read of that
+    frame take that long, as NVML does when it blocks on a failing GPU.
     """
 
     def __init__(self, doc: Mapping[str, Any], base_dir: str | os.PathLike[str] = "."):
@@ -195,6 +195,7 @@ class RecordedTimeline:
                 patched.append({"index": d["index"], **patch} if patch and "error" in patch else {**d, **(patch or {})})
             self._frames.append((RecordedNvml({"devices": patched}), float(frame.get("delay_s") or 0.0)))
         self._reads = [0] * len(devices)
+        self._delayed: set[int] = set()
 
     def driver_version(self) -> str | None:
         return self._driver
@@ -206,9 +207,11 @@ class RecordedTimeline:
         return len(self._reads)
 
     def snapshot(self, i: int) -> GpuSnapshot:
-        frame, delay = self._frames[min(self._reads[i], len(self._frames) - 1)]
+        k = min(self._reads[i], len(self._frames) - 1)
+        frame, delay = self._frames[k]
         self._reads[i] += 1
-        if delay:
+        if delay and k not in self._delayed:
+            self._delayed.add(k)
             time.sleep(delay)
         return frame.snapshot(i)
 

@@ -18,6 +18,28 @@ def _describe(alert) -> str:
             f"(llmdiag runbook {alert['runbook']})")
 
 
+def _watch(pid: int):
+    """A callable telling whether process ``pid`` still runs (a zombie has exited; a reused pid
+    is another process: the start time must match)."""
+    import psutil
+
+    from diag.errors import UsageError
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        raise UsageError(f"--pid {pid}: no such process") from None
+
+    def alive() -> bool:
+        try:
+            proc = psutil.Process(pid)
+            return proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    return alive
+
+
 @click.command()
 @config_option
 @click.option("--interval", "interval_s", type=click.FloatRange(0.05, 3600), default=None, metavar="SECONDS",
@@ -77,15 +99,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     for path in (timeline_path, prom_path):
         if path:
             check_output_path(path, protect)
-    alive = None
-    if pid is not None:
-        import psutil
-
-        if not psutil.pid_exists(pid):
-            from diag.errors import UsageError
-
-            raise UsageError(f"--pid {pid}: no such process")
-        alive = lambda: psutil.pid_exists(pid)  # noqa: E731
+    alive = _watch(pid) if pid is not None else None
 
     ctx = Context.create(config=config, env=env)
     interval = settings["interval_s"]
