@@ -269,8 +269,11 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         for key, name, help in _GPU_GAUGES:
             ex.add(name, help, g.get(key), labels)
     by_rule: dict[str, int] = {}
-    for a in doc.get("alerts") or ():
-        by_rule[str(a.get("rule"))] = by_rule.get(str(a.get("rule")), 0) + 1
+    if isinstance(doc.get("alerts_by_rule"), Mapping):  # complete counts; "alerts" may be truncated
+        by_rule = {str(k): v for k, v in doc["alerts_by_rule"].items()}
+    else:
+        for a in doc.get("alerts") or ():
+            by_rule[str(a.get("rule"))] = by_rule.get(str(a.get("rule")), 0) + 1
     for rule in doc.get("rules") or by_rule:
         ex.add("llmdiag_monitor_alerts_total", "Alerts fired since the monitor started, by rule.", by_rule.get(rule, 0),
                {"node": node, "rule": rule}, type="counter")

@@ -267,7 +267,7 @@ class Monitor:
             from diag.redact import redact_doc
             from reports.base import render
 
-            text = render(redact_doc(self.document(series=False), self.env), "prometheus")
+            text = render(redact_doc(self.metrics_document(), self.env), "prometheus")
             if s.prometheus_file is not None:
                 s.prometheus_file.write(text)
             if s.server is not None:
@@ -340,6 +340,19 @@ class Monitor:
             if wall:
                 out["cpu_pct_of_one_core"] = round(100 * cpu / wall, 3)
         return out
+
+    def metrics_document(self) -> dict[str, Any]:
+        """What the Prometheus renderer reads, and no more: it is rendered (and redacted) every
+        sample, so alert texts, series and statistics stay out."""
+        text_fields = ("name", "pci_bus_id", "throttle_reasons", "new_xids", "error")
+        latest = {"time": self.latest.get("time"), "host": self.latest.get("host") or {},
+                  "gpus": [{k: v for k, v in g.items() if k not in text_fields} for g in self.latest.get("gpus") or ()]}
+        return {"schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor",
+                "status": R.severity_of(self.alerts), "node": self.node, "created_at": latest["time"],
+                "samples": self.samples, "gpu_count": self.gpus.count, "rules": R.rule_names(self.rules),
+                "alerts_by_rule": dict(self.alerts_by_rule),
+                "active_alerts": [{"rule": a["rule"], "device": a["device"]} for a in self.active.values()],
+                "latest": latest}
 
     def document(self, series: bool = True) -> dict[str, Any]:
         status = R.severity_of(self.alerts)
