@@ -1,11 +1,11 @@
 """Prometheus text exposition format (0.0.4) for every document kind.
 
 Written for node_exporter's textfile collector (``--collector.textfile.directory``) and for
-``llmdiag monitor --serve``. Every family has HELP and TYPE lines, label values are escaped
-(backslash, double quote, newline), and a metric is left out rather than written as a guess
-when the document lacks its value. Status codes everywhere: pass 0, skip 1, warn 2, fail 3
-(severity order, so ``llmdiag_check_status >= 3`` selects failures). docs/reports.md lists
-every metric.
+``llmdiag monitor --prometheus-file`` / ``--port``. Every family has HELP and TYPE lines, label
+values are escaped (backslash, double quote, newline), and a metric is left out rather than
+written as a guess when the document lacks its value. Status codes everywhere: pass 0, skip 1,
+warn 2, fail 3 (severity order, so ``llmdiag_check_status >= 3`` selects failures).
+docs/reports.md lists every metric.
 """
 
 from __future__ import annotations
