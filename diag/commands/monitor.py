@@ -106,6 +106,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     sinks = Sinks()
     if settings.get("on_alert"):
         sinks.alert_command = S.AlertCommand(settings["on_alert"], settings["on_alert_timeout_s"], ctx.runner)
+        sinks.alert_command.check()
     if heartbeat_dir:
         from diag.monitor.heartbeat import Heartbeat
 
@@ -121,12 +122,14 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         factory = lambda: nvml.replay(replay_nvml)  # noqa: E731
     gpus = GpuSampler(factory, rules.throttle_reasons)
     try:
+        if port is not None:  # first: a busy port must fail before any file is created
+            sinks.server = S.MetricsServer(port, bind)
         if timeline_path:
             sinks.timeline = S.Timeline(timeline_path)
-        if port is not None:
-            sinks.server = S.MetricsServer(port, bind)
     except BaseException:
         gpus.close()
+        if sinks.server is not None:
+            sinks.server.close()
         raise
 
     def notify(kind: str, what) -> None:

@@ -154,7 +154,8 @@ class Monitor:
         self._pending_since = 0.0
         self._series: dict[str, dict[str, _Series]] = {}
         self._stats: dict[str, dict[str, _Stats]] = {}
-        self._round_s: list[float] = []
+        self._rounds = _Stats()  # wall time of a round (s)
+        self._worst: list[dict[str, Any]] = []  # one alert per severity seen, for the status
         self._dispatch = (AlertDispatcher(self.sinks.alert_command, lambda m: self.notify("error", m))
                           if self.sinks.alert_command else None)
         self.started_at = self.wall()
@@ -201,6 +202,8 @@ class Monitor:
         self.alerts_by_rule[alert["rule"]] = self.alerts_by_rule.get(alert["rule"], 0) + 1
         if len(self.alerts) < MAX_ALERTS:
             self.alerts.append(alert)
+        if alert["severity"] not in {a["severity"] for a in self._worst}:
+            self._worst.append(alert)
         self.notify("alert", alert)
         if self._dispatch:
             self._dispatch.put(alert)
@@ -293,7 +296,7 @@ class Monitor:
                 self.samples += 1
                 self.latest = sample
                 self._publish(sample)
-                self._round_s.append(self.mono() - began)
+                self._rounds.add(self.mono() - began)
                 if count is not None and self.samples >= count:
                     self.stop_reason = f"{count} sample(s) taken"
                     break
@@ -331,9 +334,9 @@ class Monitor:
     # -- the document ------------------------------------------------------------------------
 
     def overhead(self) -> dict[str, Any]:
-        rounds = self._round_s
-        out: dict[str, Any] = {"round_ms_mean": round(1000 * sum(rounds) / len(rounds), 3) if rounds else None,
-                               "round_ms_max": round(1000 * max(rounds), 3) if rounds else None}
+        r = self._rounds
+        out: dict[str, Any] = {"round_ms_mean": round(1000 * r.total / r.n, 3) if r.n else None,
+                               "round_ms_max": round(1000 * r.max, 3) if r.n else None}
         cpu, wall = getattr(self, "_cpu_s", None), getattr(self, "_wall_s", None)
         if cpu is not None and self.samples:
             out["cpu_ms_per_sample"] = round(1000 * cpu / self.samples, 3)
@@ -348,14 +351,14 @@ class Monitor:
         latest = {"time": self.latest.get("time"), "host": self.latest.get("host") or {},
                   "gpus": [{k: v for k, v in g.items() if k not in text_fields} for g in self.latest.get("gpus") or ()]}
         return {"schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor",
-                "status": R.severity_of(self.alerts), "node": self.node, "created_at": latest["time"],
+                "status": R.severity_of(self._worst), "node": self.node, "created_at": latest["time"],
                 "samples": self.samples, "gpu_count": self.gpus.count, "rules": R.rule_names(self.rules),
                 "alerts_by_rule": dict(self.alerts_by_rule),
                 "active_alerts": [{"rule": a["rule"], "device": a["device"]} for a in self.active.values()],
                 "latest": latest}
 
     def document(self, series: bool = True) -> dict[str, Any]:
-        status = R.severity_of(self.alerts)
+        status = R.severity_of(self._worst)  # self.alerts may be truncated
         doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor", "status": status,
             "node": self.node, "created_at": round(self.wall(), 3), "started_at": round(self.started_at, 3),

@@ -188,6 +188,15 @@ class AlertCommand:
         self.timeout_s = timeout_s
         self._runner = runner
 
+    def check(self) -> None:
+        """Refuse at start a command that cannot run, rather than failing at every alert."""
+        import os
+
+        exe = self.argv[0]
+        found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else self._runner.which(exe)
+        if not found:
+            raise UsageError(f"--on-alert: {exe!r} is not an executable file or a command on PATH")
+
     def send(self, alert: Mapping[str, Any]) -> str | None:
         """Run the command for one alert; an error message when it failed, else None."""
         res = self._runner.run(self.argv, timeout=self.timeout_s, input=json.dumps(alert, default=str) + "\n")

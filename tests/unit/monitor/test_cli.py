@@ -193,3 +193,20 @@ def test_help_does_not_import_heavy_modules():
     assert probe.returncode == 0 and "--timeline" in probe.stdout
     heavy = [m for m in ("pandas", "pynvml", "psutil", "matplotlib", "numpy") if f" {m}\n" in probe.stderr]
     assert heavy == [], heavy
+
+
+def test_on_alert_command_that_cannot_run_is_exit_2(tmp_path):
+    proc = run("--count", "1", "--on-alert", "no-such-command-llmdiag --flag")
+    assert proc.returncode == 2 and "no-such-command-llmdiag" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_busy_port_is_exit_2_and_creates_no_timeline(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = run("--count", "1", "--bind", "127.0.0.1", "--port", str(port), "--timeline", str(tmp_path / "t.csv"))
+    assert proc.returncode == 2 and f"--port {port}: cannot listen" in proc.stderr
+    assert not (tmp_path / "t.csv").exists()
