@@ -46,7 +46,7 @@ def test_host_monitoring_writes_timeline_metrics_and_report(tmp_path):
     assert doc["kind"] == "monitor" and doc["samples"] == 3 and doc["gpu_count"] == 0
     assert doc["timeline"] == {"path": str(csv), "rows": 3}
     frame = pd.read_csv(csv)
-    assert list(frame["device"]) == ["host"] * 3 and frame["elapsed_s"].iloc[-1] == pytest.approx(0.4, abs=0.15)
+    assert list(frame["device"]) == ["host"] * 3 and 0.35 <= frame["elapsed_s"].iloc[-1] < 10
     assert frame["mem_used_bytes"].gt(0).all() and frame["net_rx_bytes"].notna().all()
     assert frame["net_rx_bps"].iloc[1:].notna().all()  # a rate needs two readings
     fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}

@@ -139,4 +139,5 @@ def test_duration_stops_the_monitor():
     start = time.monotonic()
     doc = make_monitor(interval_s=0.1).run(duration_s=0.35)
     assert 0.3 <= time.monotonic() - start < 5
-    assert doc["samples"] == 4 and doc["stop_reason"] == "0.35 s elapsed"  # at 0, 0.1, 0.2, 0.3 s
+    # At 0, 0.1, 0.2 and 0.3 s; a heavily loaded machine may skip a beat (the grid restarts).
+    assert 2 <= doc["samples"] <= 4 and doc["stop_reason"] == "0.35 s elapsed"
