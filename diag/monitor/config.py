@@ -31,7 +31,7 @@ FIELDS = [
     Field("host_cpu_max_pct", "float", None, "alert when host CPU utilisation exceeds this (unset: no rule)",
           min=1, max=100),
     Field("stall_factor", "float", 3.0,
-          "sampling stalled (or a peer node silent) after this many intervals without a sample", min=1.5, max=1000),
+          "sampling stalled (at least 1 s) or a peer node silent after this many intervals without a sample", min=1.5, max=1000),
     Field("on_alert", "str", None, "command run for every alert, the alert as JSON on stdin (no shell)"),
     Field("on_alert_timeout_s", "float", 10.0, "the alert command is killed after this long", min=0.1, max=600),
 ]

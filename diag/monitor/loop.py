@@ -27,6 +27,9 @@ SCHEMA_VERSION = "1.0"
 MAX_POINTS = 600
 #: Alerts kept in full in the summary document (all are counted).
 MAX_ALERTS = 1000
+#: The stall deadline never goes below this: reading eight GPUs through NVML takes tens of
+#: milliseconds, so a very short interval must not turn a normal read into a "stall".
+MIN_STALL_S = 1.0
 
 
 class _Series:
@@ -141,7 +144,7 @@ class Monitor:
         self.env = dict(env or {})
         self.wall, self.mono = wall, mono
         self.stop = stop or threading.Event()
-        self.stall_s = rules.stall_factor * interval_s
+        self.stall_s = max(MIN_STALL_S, rules.stall_factor * interval_s)
         self.samples = 0
         self.alerts: list[dict[str, Any]] = []
         self.alerts_total = 0
@@ -231,12 +234,17 @@ class Monitor:
         for a in events:
             self._fire(a, now)
         holding = {R.condition_key(a): a for a in conditions}
+        if sample.get("gpu_error"):  # no GPU readings this round: GPU conditions neither start nor clear
+            for key, a in self.active.items():
+                if a["device"].startswith("gpu") and a["rule"] != "sampling-stalled":
+                    holding.setdefault(key, a)
         for key, a in holding.items():
             if key not in self.active:
                 self._fire(a, now)
         for key in [k for k in self.active if k not in holding]:
             self.notify("resolved", self.active[key])
-        self.active = {k: {"time": now, "node": self.node, **a} for k, a in holding.items()}
+        # An active alert keeps the time it started.
+        self.active = {k: self.active.get(k) or {"time": now, "node": self.node, **a} for k, a in holding.items()}
         for g in sample.get("gpus") or ():
             self._prev_gpus[g["index"]] = g
 

@@ -75,13 +75,13 @@ def test_lost_gpu_is_one_critical_alert_and_the_others_are_still_sampled():
 
 
 def test_blocked_nvml_read_raises_sampling_stalled_and_sampling_goes_on():
-    # The second frame's reads take 1.5 s; the deadline is 3 x 0.1 s.
+    # The second frame's first read takes 2.5 s; the deadline is max(1 s, 3 x 0.1 s).
     events = []
     mon = make_monitor("timeline-nvml-stall", interval_s=0.1, events=events)
-    doc = mon.run(count=30)  # 3 s: the blocked read returns after about 1.1 s
+    doc = mon.run(count=45)  # 4.5 s: the blocked read returns after about 2.6 s
     stalled = [a for a in doc["alerts"] if a["rule"] == "sampling-stalled"]
     assert stalled and stalled[0]["device"] == "gpu" and stalled[0]["severity"] == "critical"
-    assert doc["samples"] == 30  # the host kept being sampled meanwhile
+    assert doc["samples"] == 45  # the host kept being sampled meanwhile
     assert doc["latest"]["gpus"], "GPU readings resume once the blocked read returns"
     assert ("resolved", stalled[0]) in [(k, w) for k, w in events] or any(
         k == "resolved" and w["rule"] == "sampling-stalled" for k, w in events)
@@ -89,7 +89,9 @@ def test_blocked_nvml_read_raises_sampling_stalled_and_sampling_goes_on():
 
 def test_host_gap_is_a_stall_event():
     mon = make_monitor(interval_s=0.05)
-    mon._alerts({"time": 1.0, "elapsed_s": 0.0, "host": {}, "gpus": []}, gap_s=1.0)
+    mon._alerts({"time": 1.0, "elapsed_s": 0.0, "host": {}, "gpus": []}, gap_s=0.9)
+    assert mon.alerts == []  # under the 1 s floor of the stall deadline
+    mon._alerts({"time": 1.0, "elapsed_s": 0.0, "host": {}, "gpus": []}, gap_s=1.5)
     assert [a["rule"] for a in mon.alerts] == ["sampling-stalled"] and mon.alerts[0]["device"] == "host"
 
 
@@ -108,3 +110,16 @@ def test_without_a_driver_the_host_is_monitored_and_gpus_are_absent():
     host = doc["latest"]["host"]
     assert 0 < host["mem_total_bytes"] and 0 <= host["mem_pct"] <= 100 and host["cpu_count"] >= 1
     assert doc["latest"]["gpus"] == [] and doc["status"] == "pass"
+
+
+def test_gpu_conditions_hold_while_gpu_reads_are_stalled():
+    events = []
+    mon = make_monitor("timeline-h100-faults", events=events)
+    gpus = mon.gpus.sample() and mon.gpus.sample()  # the second frame: GPU 3 at 97%
+    mon._alerts({"time": 1.0, "elapsed_s": 0.0, "host": {}, "gpus": gpus}, gap_s=None)
+    started = mon.active[("gpu-memory", "gpu3")]["time"]
+    mon._alerts({"time": 2.0, "elapsed_s": 1.0, "host": {}, "gpus": [], "gpu_error": "blocked"}, gap_s=None)
+    assert ("gpu-memory", "gpu3") in mon.active and mon.active[("gpu-memory", "gpu3")]["time"] == started
+    assert ("sampling-stalled", "gpu") in mon.active
+    assert not [w for k, w in events if k == "resolved"]
+    assert [a["rule"] for a in mon.alerts].count("gpu-memory") == 1
