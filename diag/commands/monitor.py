@@ -83,7 +83,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     from diag.monitor.config import rules_from_config
     from diag.monitor.gpus import GpuSampler
     from diag.monitor.host import HostSampler
-    from diag.monitor.loop import Monitor, Sinks
+    from diag.monitor.loop import MIN_STALL_S, Monitor, Sinks
     from reports.base import check_output_path
 
     env = dict(os.environ)
@@ -110,7 +110,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     if heartbeat_dir:
         from diag.monitor.heartbeat import Heartbeat
 
-        sinks.heartbeat = Heartbeat(heartbeat_dir, ctx.node, rules.stall_factor * interval)
+        sinks.heartbeat = Heartbeat(heartbeat_dir, ctx.node, max(MIN_STALL_S, rules.stall_factor * interval))
     if prom_path:
         sinks.prometheus_file = S.PrometheusFile(prom_path)
     if timeline_path:

@@ -210,3 +210,18 @@ def test_busy_port_is_exit_2_and_creates_no_timeline(tmp_path):
         proc = run("--count", "1", "--bind", "127.0.0.1", "--port", str(port), "--timeline", str(tmp_path / "t.csv"))
     assert proc.returncode == 2 and f"--port {port}: cannot listen" in proc.stderr
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_two_nodes_share_a_heartbeat_dir_and_the_one_that_stops_is_reported_silent(tmp_path):
+    hb = tmp_path / "hb"
+    hb.mkdir()
+    short = subprocess.run(llmdiag_argv("monitor", "--count", "1", "--heartbeat-dir", str(hb)),
+                           capture_output=True, text=True, env=cli_env(LLMDIAG_NODE_NAME="node-a"), timeout=60)
+    assert short.returncode == 0, short.stderr
+    proc = subprocess.run(llmdiag_argv("monitor", "--duration", "2.5", "--interval", "0.2", "--heartbeat-dir", str(hb),
+                                       "-f", "json"),
+                          capture_output=True, text=True, env=cli_env(LLMDIAG_NODE_NAME="node-b"), timeout=60)
+    assert proc.returncode == 1, proc.stderr  # node-silent is critical
+    silent = [a for a in json.loads(proc.stdout)["alerts"] if a["rule"] == "node-silent"]
+    assert [a["device"] for a in silent] == ["node-a"] and silent[0]["node"] == "node-b"
+    assert sorted(p.name for p in hb.iterdir()) == ["node-a.json", "node-b.json"]
