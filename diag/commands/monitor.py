@@ -18,6 +18,17 @@ def _describe(alert) -> str:
             f"(llmdiag runbook {alert['runbook']})")
 
 
+def _check_path(option: str, path: str, protect) -> None:
+    """check_output_path, with the message naming the option it is about."""
+    from diag.errors import UsageError
+    from reports.base import check_output_path
+
+    try:
+        check_output_path(path, protect)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("-o ", f"{option} ", 1)) from None
+
+
 def _watch(pid: int):
     """A callable telling whether process ``pid`` still runs (a zombie has exited; a reused pid
     is another process: the start time must match)."""
@@ -96,9 +107,9 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     protect = [config_path] if config_path else []
     if output not in (None, "-"):
         check_output_path(output, protect)
-    for path in (timeline_path, prom_path):
+    for option, path in (("--timeline", timeline_path), ("--prometheus-file", prom_path)):
         if path:
-            check_output_path(path, protect)
+            _check_path(option, path, protect)
     alive = _watch(pid) if pid is not None else None
 
     ctx = Context.create(config=config, env=env)

@@ -84,7 +84,8 @@ def test_bad_config_is_exit_2(tmp_path, content, needle):
 
 @pytest.mark.parametrize("args,needle", [
     (["--timeline", "x.txt"], ".csv or .parquet"),
-    (["--timeline", "/nonexistent-dir/t.csv"], "does not exist"),
+    (["--timeline", "/nonexistent-dir/t.csv"], "--timeline '/nonexistent-dir/t.csv': directory"),
+    (["--prometheus-file", "/nonexistent-dir/m.prom"], "--prometheus-file '/nonexistent-dir/m.prom': directory"),
     (["--pid", "999999999"], "no such process"),
     (["--on-alert", "'unclosed"], "--on-alert"),
 ])
