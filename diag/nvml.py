@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,67 @@ class RecordedNvml:
         pass
 
 
+class RecordedTimeline:
+    """Successive recorded readings, for what changes over time (``llmdiag monitor``'s tests).
+
+    ``{"base": "h100-healthy.json" | {RecordedNvml document}, "frames": [frame, ...]}``, where a
+    frame is ``{"devices": {"3": {field: value, ...}}, "delay_s": 0.0}``: the base readings with
+    those fields of those devices replaced (``{"error": "GPU is lost"}`` makes a device
+    unreadable). Frames do not accumulate: each is base + its own patch. Each read of a device
+    returns its next frame; the last frame repeats. ``delay_s`` makes the first read of that
+    frame take that long, as NVML does when it blocks on a failing GPU.
+    """
+
+    def __init__(self, doc: Mapping[str, Any], base_dir: str | os.PathLike[str] = "."):
+        base = doc.get("base") or {}
+        if isinstance(base, str):
+            base = json.loads((Path(base_dir) / base).read_text(encoding="utf-8"))
+        if base.get("unavailable"):
+            raise NvmlUnavailable(str(base["unavailable"]))
+        self.description = doc.get("description", "")
+        self._driver = base.get("driver_version")
+        self._cuda = base.get("cuda_driver_version")
+        devices = [dict(d, index=d.get("index", i)) for i, d in enumerate(base.get("devices") or ())]
+        self._frames: list[tuple[RecordedNvml, float]] = []
+        for frame in doc.get("frames") or [{}]:
+            patched = []
+            for d in devices:
+                patch = (frame.get("devices") or {}).get(str(d["index"]))
+                patched.append({"index": d["index"], **patch} if patch and "error" in patch else {**d, **(patch or {})})
+            self._frames.append((RecordedNvml({"devices": patched}), float(frame.get("delay_s") or 0.0)))
+        self._reads = [0] * len(devices)
+        self._delayed: set[int] = set()
+
+    def driver_version(self) -> str | None:
+        return self._driver
+
+    def cuda_driver_version(self) -> int | None:
+        return self._cuda
+
+    def device_count(self) -> int:
+        return len(self._reads)
+
+    def snapshot(self, i: int) -> GpuSnapshot:
+        k = min(self._reads[i], len(self._frames) - 1)
+        frame, delay = self._frames[k]
+        self._reads[i] += 1
+        if delay and k not in self._delayed:
+            self._delayed.add(k)
+            time.sleep(delay)
+        return frame.snapshot(i)
+
+    def close(self) -> None:
+        pass
+
+
+def replay(path: str | os.PathLike[str]) -> RecordedNvml | RecordedTimeline:
+    """The recorded adapter for a fixture file: a timeline when it has ``frames``."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if "frames" in doc:
+        return RecordedTimeline(doc, Path(path).parent)
+    return RecordedNvml(doc)
+
+
 # ---------------------------------------------------------------------------
 # The real NVML (pynvml from nvidia-ml-py), imported lazily.
 
@@ -172,9 +234,17 @@ _INIT_LOCK = threading.Lock()
 
 
 class RealNvml:
-    """pynvml behind the adapter. Each query that the GPU does not support yields ``None``."""
+    """pynvml behind the adapter. Each query that the GPU does not support yields ``None``.
 
-    def __init__(self) -> None:
+    With ``watch_xid=True`` (the monitor) it also registers for NVML's critical-Xid events and
+    reports those that arrive while it is open in ``GpuSnapshot.xid_events``; without it (a
+    one-shot probe) Xid events are not collected and ``xid_events`` stays empty.
+    """
+
+    #: Xid events kept per GPU (oldest dropped): a flapping GPU must not grow memory forever.
+    MAX_XIDS = 100
+
+    def __init__(self, watch_xid: bool = False) -> None:
         try:
             import pynvml  # noqa: PLC0415 - lazy: a CPU machine never imports it
         except ImportError as exc:
@@ -192,6 +262,40 @@ class RealNvml:
                 raise NvmlUnavailable("the NVIDIA kernel driver is not loaded (lsmod | grep nvidia)") from None
             except pynvml.NVMLError as exc:
                 raise NvmlUnavailable(f"NVML initialisation failed: {exc}") from None
+        self._events = None
+        self._xids: dict[int, list[dict[str, Any]]] = {}
+        if watch_xid:
+            self._watch_xid()
+
+    def _watch_xid(self) -> None:
+        nv = self._nv
+        event_type = getattr(nv, "nvmlEventTypeXidCriticalError", None)
+        self._events = None if event_type is None else self._try("nvmlEventSetCreate")
+        if self._events is None:
+            return
+        for i in range(self.device_count()):
+            try:
+                nv.nvmlDeviceRegisterEvents(nv.nvmlDeviceGetHandleByIndex(i), event_type, self._events)
+            except nv.NVMLError:
+                continue  # this GPU does not deliver events (e.g. some vGPU setups): no claim
+
+    def _drain_xid(self) -> None:
+        """Collect the events waiting in the event set, without blocking."""
+        nv = self._nv
+        wait = getattr(nv, "nvmlEventSetWait_v2", None) or getattr(nv, "nvmlEventSetWait", None)
+        if self._events is None or wait is None:
+            return
+        for _ in range(1000):  # bounded: a storm of events must not stall sampling
+            try:
+                data = wait(self._events, 0)
+            except nv.NVMLError:  # NVML_ERROR_TIMEOUT: nothing pending (or the set broke)
+                return
+            index = self._try("nvmlDeviceGetIndex", data.device)
+            if index is None:
+                continue
+            events = self._xids.setdefault(int(index), [])
+            events.append({"xid": int(data.eventData), "time": time.time()})
+            del events[:-self.MAX_XIDS]
 
     def _try(self, fn_name: str, *args: Any) -> Any:
         """Call ``pynvml.<fn_name>``; None when unsupported or absent from this pynvml."""
@@ -277,7 +381,14 @@ class RealNvml:
             persistence_mode=None if (pm := t("nvmlDeviceGetPersistenceMode", h)) is None else bool(pm),
             compute_mode=None if mode is None else COMPUTE_MODES.get(mode, str(mode)),
             processes=self._processes(h),
+            xid_events=self._xid_events(i),
         )
+
+    def _xid_events(self, i: int) -> tuple[dict[str, Any], ...]:
+        if self._events is None:
+            return ()
+        self._drain_xid()
+        return tuple(self._xids.get(i, ()))
 
     def _processes(self, h: Any) -> tuple[dict[str, Any], ...] | None:
         procs = self._try("nvmlDeviceGetComputeRunningProcesses", h)
@@ -299,6 +410,9 @@ class RealNvml:
             return None
 
     def close(self) -> None:
+        if self._events is not None:
+            self._try("nvmlEventSetFree", self._events)
+            self._events = None
         try:
             self._nv.nvmlShutdown()
         except self._nv.NVMLError:
@@ -311,9 +425,9 @@ def _str(v: Any) -> str | None:
     return v
 
 
-def load() -> RealNvml:
+def load(watch_xid: bool = False) -> RealNvml:
     """The real NVML; raises :class:`NvmlUnavailable` (with the reason) when there is none."""
-    return RealNvml()
+    return RealNvml(watch_xid=watch_xid)
 
 
 def record(api: Any, description: str = "") -> dict[str, Any]:

@@ -302,7 +302,15 @@ def steps(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if isinstance(rows, Mapping):  # {"columns": [...], "rows": [[...]]}
         cols = list(rows.get("columns") or ())
         rows = [dict(zip(cols, r)) for r in rows.get("rows") or () if isinstance(r, (list, tuple))]
-    return [r for r in rows if isinstance(r, Mapping) and number(r.get("step")) is not None]
+    out = []
+    for r in rows:
+        if not isinstance(r, Mapping):
+            continue
+        if number(r.get("step")) is None and number(r.get("iter")) is not None:
+            r = {**r, "step": r["iter"]}  # Megatron-style logs count iterations and print no step
+        if number(r.get("step")) is not None:
+            out.append(r)
+    return out
 
 
 # ---------------------------------------------------------------- memory-estimate

@@ -129,7 +129,7 @@ def _bench_cases(js: Suites, doc: Mapping[str, Any]) -> None:
         js.case("nccl-bench", f"llmdiag.nccl-bench.{row['collective']}", f"{row['size_bytes']} B",
                 "fail" if bad else "pass", msg + (f", {max(wrong):g} wrong elements" if bad else ""),
                 "" if not bad else "Collective results were wrong: a data corruption on a GPU or link.",
-                "nccl-wrong-data" if bad else "")
+                "nccl-wrong-results" if bad else "")
     for p in dv.pairs(doc):
         st = dv.status_of(p.get("status"), "pass")
         js.case("nccl-bench", "llmdiag.nccl-bench.pairwise", f"{p['a']} <-> {p['b']}", st,

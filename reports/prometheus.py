@@ -1,11 +1,11 @@
 """Prometheus text exposition format (0.0.4) for every document kind.
 
 Written for node_exporter's textfile collector (``--collector.textfile.directory``) and for
-``llmdiag monitor --serve``. Every family has HELP and TYPE lines, label values are escaped
-(backslash, double quote, newline), and a metric is left out rather than written as a guess
-when the document lacks its value. Status codes everywhere: pass 0, skip 1, warn 2, fail 3
-(severity order, so ``llmdiag_check_status >= 3`` selects failures). docs/reports.md lists
-every metric.
+``llmdiag monitor --prometheus-file`` / ``--port``. Every family has HELP and TYPE lines, label
+values are escaped (backslash, double quote, newline), and a metric is left out rather than
+written as a guess when the document lacks its value. Status codes everywhere: pass 0, skip 1,
+warn 2, fail 3 (severity order, so ``llmdiag_check_status >= 3`` selects failures).
+docs/reports.md lists every metric.
 """
 
 from __future__ import annotations
@@ -269,8 +269,11 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         for key, name, help in _GPU_GAUGES:
             ex.add(name, help, g.get(key), labels)
     by_rule: dict[str, int] = {}
-    for a in doc.get("alerts") or ():
-        by_rule[str(a.get("rule"))] = by_rule.get(str(a.get("rule")), 0) + 1
+    if isinstance(doc.get("alerts_by_rule"), Mapping):  # complete counts; "alerts" may be truncated
+        by_rule = {str(k): v for k, v in doc["alerts_by_rule"].items()}
+    else:
+        for a in doc.get("alerts") or ():
+            by_rule[str(a.get("rule"))] = by_rule.get(str(a.get("rule")), 0) + 1
     for rule in doc.get("rules") or by_rule:
         ex.add("llmdiag_monitor_alerts_total", "Alerts fired since the monitor started, by rule.", by_rule.get(rule, 0),
                {"node": node, "rule": rule}, type="counter")

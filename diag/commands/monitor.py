@@ -1,0 +1,179 @@
+"""``llmdiag monitor``: sample GPUs and the host while a job runs; timeline, metrics, alerts.
+
+Exit codes: 0 no critical alert (warnings allowed unless ``--strict``), 1 a critical alert
+fired, 2 bad flags or config, 130 interrupted (Ctrl-C; the timeline and report are still
+written). SIGTERM, which Slurm and systemd send at the end of a job, ends monitoring normally.
+"""
+
+from __future__ import annotations
+
+import click
+
+from diag.cliutil import config_option, emit_doc, output_options
+from diag.exitcodes import ExitCode
+
+
+def _describe(alert) -> str:
+    return (f"ALERT [{alert['severity']}] {alert['rule']} {alert['device']}: {alert['message']} "
+            f"(llmdiag runbook {alert['runbook']})")
+
+
+def _check_path(option: str, path: str, protect) -> None:
+    """check_output_path, with the message naming the option it is about."""
+    from diag.errors import UsageError
+    from reports.base import check_output_path
+
+    try:
+        check_output_path(path, protect)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("-o ", f"{option} ", 1)) from None
+
+
+def _watch(pid: int):
+    """A callable telling whether process ``pid`` still runs (a zombie has exited; a reused pid
+    is another process: the start time must match)."""
+    import psutil
+
+    from diag.errors import UsageError
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        raise UsageError(f"--pid {pid}: no such process") from None
+
+    def alive() -> bool:
+        try:
+            proc = psutil.Process(pid)
+            return proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    return alive
+
+
+@click.command()
+@config_option
+@click.option("--interval", "interval_s", type=click.FloatRange(0.05, 3600), default=None, metavar="SECONDS",
+              help="Seconds between samples (default [monitor] interval_s = 5).")
+@click.option("--count", type=click.IntRange(1), default=None, help="Stop after N samples.")
+@click.option("--duration", "duration_s", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop after this many seconds.")
+@click.option("--pid", type=click.IntRange(1), default=None, help="Stop when this process (the job) exits.")
+@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write every sample to FILE.csv (appended as it runs) or FILE.parquet.")
+@click.option("--prometheus-file", "prom_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Rewrite FILE (atomically) with the metrics each sample: node_exporter's textfile collector.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the metrics on http://BIND:PORT/metrics (0: any free port, printed on stderr).")
+@click.option("--bind", default="0.0.0.0", show_default=True, help="Address the --port server listens on.")
+@click.option("--on-alert", "on_alert", default=None, metavar="CMD",
+              help="Run CMD (no shell) for every alert, the alert as JSON on stdin.")
+@click.option("--heartbeat-dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="Shared directory: write this node's heartbeat there and alert on peers gone silent.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warning alerts too.")
+@click.option("--replay-nvml", default=None, hidden=True, type=click.Path(exists=True, dir_okay=False),
+              help="Test hook: read GPUs from a recorded NVML fixture instead of the driver.")
+@output_options()
+def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom_path, port, bind, on_alert,
+            heartbeat_dir, strict, replay_nvml, fmt, output, width, no_color):
+    """Sample every GPU (utilisation, memory, temperature, power, clocks, throttling, ECC, Xid)
+    and the host (CPU, memory, load, network, disk) at an interval while a job runs.
+
+    Writes a timeline (--timeline), Prometheus metrics (--prometheus-file, --port) and raises
+    alerts on the [monitor] rules, printed on stderr and passed to --on-alert. Runs until
+    --count, --duration, --pid's exit, SIGTERM or Ctrl-C, then prints a summary report.
+    Without a GPU it monitors the host and says that GPUs are absent.
+    """
+    import os
+    import signal
+    import threading
+
+    from diag.config import Config
+    from diag.context import Context
+    from diag.monitor import sinks as S
+    from diag.monitor.config import rules_from_config
+    from diag.monitor.gpus import GpuSampler
+    from diag.monitor.host import HostSampler
+    from diag.monitor.loop import MIN_STALL_S, Monitor, Sinks
+    from reports.base import check_output_path
+
+    env = dict(os.environ)
+    config = Config.load(config_path, env).with_overrides({
+        ("monitor", "interval_s"): interval_s,
+        ("monitor", "on_alert"): on_alert,
+    })
+    settings = config.section("monitor")
+    rules = rules_from_config(config)
+    protect = [config_path] if config_path else []
+    if output not in (None, "-"):
+        check_output_path(output, protect)
+    for option, path in (("--timeline", timeline_path), ("--prometheus-file", prom_path)):
+        if path:
+            _check_path(option, path, protect)
+    alive = _watch(pid) if pid is not None else None
+
+    ctx = Context.create(config=config, env=env)
+    interval = settings["interval_s"]
+    sinks = Sinks()
+    if settings.get("on_alert"):
+        sinks.alert_command = S.AlertCommand(settings["on_alert"], settings["on_alert_timeout_s"], ctx.runner)
+        sinks.alert_command.check()
+    if heartbeat_dir:
+        from diag.monitor.heartbeat import Heartbeat
+
+        sinks.heartbeat = Heartbeat(heartbeat_dir, ctx.node, max(MIN_STALL_S, rules.stall_factor * interval))
+    if prom_path:
+        sinks.prometheus_file = S.PrometheusFile(prom_path)
+    if timeline_path:
+        S.check_timeline_path(timeline_path)
+    factory = None
+    if replay_nvml:
+        from diag import nvml
+
+        factory = lambda: nvml.replay(replay_nvml)  # noqa: E731
+    gpus = GpuSampler(factory, rules.throttle_reasons)
+    try:
+        if port is not None:  # first: a busy port must fail before any file is created
+            sinks.server = S.MetricsServer(port, bind)
+        if timeline_path:
+            sinks.timeline = S.Timeline(timeline_path)
+    except BaseException:
+        gpus.close()
+        if sinks.server is not None:
+            sinks.server.close()
+        raise
+
+    def notify(kind: str, what) -> None:
+        if kind == "alert":
+            click.echo(f"llmdiag monitor: {_describe(what)}", err=True)
+        elif kind == "resolved":
+            click.echo(f"llmdiag monitor: resolved {what['rule']} {what['device']}", err=True)
+        else:
+            click.echo(f"llmdiag monitor: {what}", err=True)
+
+    where = f"; metrics on http://{bind}:{sinks.server.port}/metrics" if sinks.server else ""
+    click.echo(f"llmdiag monitor: {ctx.node}: {gpus.note}; sampling every {interval:g} s{where}", err=True)
+
+    stop = threading.Event()
+    got: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        got.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        mon = Monitor(node=ctx.node, interval_s=interval, rules=rules, gpus=gpus, host=HostSampler(), sinks=sinks,
+                      notify=notify, env=env, stop=stop)
+        doc = mon.run(count=count, duration_s=duration_s, alive=alive)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if timeline_path:
+        doc["timeline"] = {"path": timeline_path, "rows": sinks.timeline.rows_written}
+    emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
+    if signal.SIGINT in got:
+        click.echo("interrupted", err=True)
+        raise SystemExit(ExitCode.INTERRUPTED)
+    if doc["status"] == "fail" or (strict and doc["status"] == "warn"):
+        raise SystemExit(ExitCode.CHECKS_FAILED)
