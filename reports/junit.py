@@ -108,7 +108,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for node in dv.missing_nodes(doc):
         js.case(node, f"llmdiag.{node}", "reported", "fail", f"node {node} never reported",
                 "The node was expected but sent no report: it is down, unreachable, or its agent failed.",
-                "missing-node")
+                "cluster-node-missing")
     secs = doc.get("sections") or {}
     if isinstance(secs.get("nccl_bench"), Mapping):
         _bench_cases(js, secs["nccl_bench"])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import zlib
 from collections.abc import Iterable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.cluster.rendezvous import StoreSession
+from reports.base import write_atomic
 
 
 ARRIVED = "report/arrived"  # "3,7,1," : ranks whose report is in the store, in arrival order
@@ -88,19 +88,7 @@ def write_node_file(directory: str | os.PathLike[str], doc: dict[str, Any]) -> P
     rank = doc.get("node_rank")
     name = f"node-{rank:05d}.json" if isinstance(rank, int) else f"node-{_safe(doc.get('node', 'unknown'))}.json"
     target = d / name
-    fd, tmp = tempfile.mkstemp(prefix=".node-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(target, json.dumps(doc, indent=1, default=str))
     return target
 
 
