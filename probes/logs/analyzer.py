@@ -7,14 +7,18 @@ wrapped watchdog message). ``analyze_paths`` runs it over files and returns the 
 
 from __future__ import annotations
 
+import math
+import pickle
 import re
 import time
+
+import numpy as np
 
 from probes.logs import prefixes, signatures
 from probes.logs.formats import parse_progress
 from probes.logs.readers import ReadStats, resolve, scan
 from probes.logs.signatures import Event
-from probes.logs.table import StepTable
+from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, pack, rows_to_batch, take
 from probes.logs.unwrap import join_wrapped, needs_continuation
 
 
@@ -113,8 +117,8 @@ class _ChildFailedBlock:
 
 
 class LogAnalyzer:
-    def __init__(self) -> None:
-        self.table = StepTable()
+    def __init__(self, settings=None, spill: bool = False) -> None:
+        self.table = StepStore(settings, spill=spill)
         self.events: list[Event] = []
         self.evals: list[dict] = []
         self.lines_with_loss = 0
@@ -127,6 +131,9 @@ class LogAnalyzer:
         self.optimizer_step_lines = 0
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
+        self._pending: list[tuple] = []
+        #: a parallel worker writes its raw step batches here instead of storing them
+        self.raw = None
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
@@ -227,40 +234,107 @@ class LogAnalyzer:
             self.extra["train_iters"] = rec["train_iters"]
         if rec.get("global_batch_size") is not None:
             self.extra["global_batch_size"] = rec["global_batch_size"]
-        key = rec.get("iter", rec.get("step"))
-        seen = self._seen_keys.setdefault(rank, set())
-        if key is not None:
-            if key in seen:
-                return  # a duplicate line (pasted twice, or tee'd) is not a new step
-            if len(seen) > 4096:  # keep memory constant: steps only move forward
-                seen.clear()
-            seen.add(key)
-        if "loss" in rec:
-            self.unique_steps[rank] = self.unique_steps.get(rank, 0) + 1
-        self.table.add(rec, file, lineno, rank, ts)
-        self.last_progress[file] = (lineno, ts)
+        self._pending.append((rec, lineno, rank, ts, self.table.file_id(file)))
+        if len(self._pending) >= PENDING_ROWS:
+            self.flush()
+
+    # -- step records in batches ----------------------------------------------------------
+    def flush(self) -> None:
+        """Hand the buffered per-line records to the step table (or the worker's spill)."""
+        if self._pending:
+            rows, self._pending = self._pending, []
+            self.ingest(rows_to_batch(rows))
+
+    def ingest(self, b: dict) -> None:
+        """A batch of step records in log order: drop duplicates, count, store."""
+        if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
+            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
+            return
+        b = self._dedup(b)
+        n = batch_len(b)
+        if not n:
+            return
+        ranks, has = b["rank"], b["has_loss"]
+        if (ranks == ranks[0]).all():
+            r = None if ranks[0] == NONE else int(ranks[0])
+            if has.any():
+                self.unique_steps[r] = self.unique_steps.get(r, 0) + int(has.sum())
+        else:
+            for rk, h in zip(ranks.tolist(), has.tolist()):
+                if h:
+                    r = None if rk == NONE else rk
+                    self.unique_steps[r] = self.unique_steps.get(r, 0) + 1
+        self.table.add_batch(b)
+        fids = b["file"]
+        for fid in ([int(fids[0])] if (fids == fids[0]).all() else np.unique(fids).tolist()):
+            i = n - 1 if len(fids) and fids[-1] == fid else int(np.flatnonzero(fids == fid)[-1])
+            ts = float(b["ts"][i])
+            self.last_progress[self.table.files[fid]] = (int(b["line"][i]), None if math.isnan(ts) else ts)
+
+    def _dedup(self, b: dict) -> dict:
+        """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step."""
+        keys = np.where(b["iter"] != NONE, b["iter"], b["step"])
+        ranks = b["rank"]
+        if (ranks == ranks[0]).all() and (keys != NONE).all() and (np.diff(keys) > 0).all():
+            seen = self._seen_keys.setdefault(None if ranks[0] == NONE else int(ranks[0]), set())
+            if not seen or max(seen) < keys[0]:  # strictly increasing and all new: the common case
+                _add_seen(seen, keys.tolist())
+                return b
+        keep = []
+        for i, (key, rk) in enumerate(zip(keys.tolist(), ranks.tolist())):
+            if key != NONE:
+                seen = self._seen_keys.setdefault(None if rk == NONE else rk, set())
+                if key in seen:
+                    continue
+                if len(seen) > SEEN_KEYS:  # keep memory constant: steps only move forward
+                    seen.clear()
+                seen.add(key)
+            keep.append(i)
+        return b if len(keep) == len(keys) else take(b, np.array(keep, dtype=np.int64))
 
     def finish(self) -> None:
+        self.flush()
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             self._wrap = None
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
+        self.flush()
 
 
-def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
-    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
+#: keys remembered per rank for duplicate detection before the set starts over
+SEEN_KEYS = 4096
+
+
+def _add_seen(seen: set, keys: list) -> None:
+    """``seen`` after adding new ``keys`` one by one with the clear-when-full rule of ``_dedup``."""
+    s, n, full = len(seen), len(keys), SEEN_KEYS + 1
+    if s + n <= full:
+        seen.update(keys)
+        return
+    i0 = full - s  # the key whose arrival finds the set full
+    last = i0 + full * ((n - 1 - i0) // full)
+    seen.clear()
+    seen.update(keys[last:])
+
+
+def analyze(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None,
+            spill: bool = False):
+    """Read ``paths``; return the ``log-analysis`` document and the analyzer.
+
+    With ``spill=True`` the analyzer's step table keeps every record in a temporary file for
+    ``--csv`` / ``--parquet`` (``export.export_table``); call ``analyzer.table.close()`` after.
+    """
     from probes.logs import config as cfg
+    from probes.logs import parallel
     from probes.logs.diagnosis import build_document
 
     settings = settings or cfg.Settings()
     stats = ReadStats()
     files = resolve(paths, stats)
-    analyzer = LogAnalyzer()
+    analyzer = LogAnalyzer(settings, spill=spill)
     rx = prefilter_regex()
     t0 = time.monotonic()
-    from probes.logs import parallel
-
     for f in files:
         kw = {"chunk": chunk} if chunk else {}
         if (workers is None or workers > 1) and parallel.worth_splitting(f):
@@ -268,7 +342,14 @@ def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, 
             continue
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
-    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)
+    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0), analyzer
+
+
+def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
+    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
+    doc, analyzer = analyze(paths, settings=settings, chunk=chunk, workers=workers)
+    analyzer.table.close()
+    return doc
 
 
 def grep_pattern() -> str:

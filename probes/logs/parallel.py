@@ -11,6 +11,8 @@ hundreds of megabytes into a file) may be cut there — the price of the split.
 from __future__ import annotations
 
 import os
+import pickle
+import tempfile
 
 from probes.logs.readers import ReadStats
 
@@ -35,10 +37,17 @@ def _work(args):
     from probes.logs.readers import scan
 
     an, stats = LogAnalyzer(), ReadStats()
+    fd, raw_path = tempfile.mkstemp(prefix="llmdiag-range-", suffix=".pkl")
+    an.raw = os.fdopen(fd, "wb")
     kw = {"chunk": chunk} if chunk else {}
-    scan(path, prefilter_regex(), an, stats, start=start, end=end, **kw)
-    an.finish()
-    return an, stats
+    try:
+        scan(path, prefilter_regex(), an, stats, start=start, end=end, **kw)
+        an.finish()
+    finally:
+        an.raw.close()
+    an.raw = None
+    an.table = None  # the records travel in the raw file, not through the pipe
+    return an, stats, raw_path
 
 
 def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None):
@@ -48,44 +57,52 @@ def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = N
     n = max(1, min(workers or os.cpu_count() or 1, 8))
     bounds = [size * i // n for i in range(n + 1)]
     ctx = mp.get_context("fork")
+    analyzer.flush()
     with ctx.Pool(n) as pool:
         parts = pool.map(_work, [(path, bounds[i], bounds[i + 1], chunk) for i in range(n)])
     stats.files.append(path)
     offset = 0
-    for an, st in parts:
-        merge(analyzer, an, offset)
-        stats.bytes_read += st.bytes_read
-        stats.candidate_lines += st.candidate_lines
-        for p in st.problems:
-            stats.problem(p["file"], p["kind"], p["message"], p["line"] + offset if p["line"] else None)
-        if path in st.last_line:
-            stats.last_line[path] = st.last_line[path]
-        offset += st.lines
+    try:
+        for an, st, raw_path in parts:
+            merge(analyzer, an, offset, raw_path, path)
+            stats.bytes_read += st.bytes_read
+            stats.candidate_lines += st.candidate_lines
+            for p in st.problems:
+                stats.problem(p["file"], p["kind"], p["message"], p["line"] + offset if p["line"] else None)
+            if path in st.last_line:
+                stats.last_line[path] = st.last_line[path]
+            offset += st.lines
+    finally:
+        for _an, _st, raw_path in parts:
+            try:
+                os.unlink(raw_path)
+            except OSError:
+                pass
     stats.lines += offset
     stats.file_lines[path] = offset
 
 
-def merge(dst, src, offset: int) -> None:
-    """Append ``src`` (an analyzer of a later range) to ``dst`` with lines shifted by ``offset``."""
+def merge(dst, src, offset: int, raw_path: str, path: str) -> None:
+    """Append ``src`` (the analyzer of a later range) to ``dst`` with lines shifted by ``offset``.
+
+    Step records are replayed from the worker's raw file through ``dst.ingest``, so duplicate
+    detection, the step table and the streaming detectors see one sequence, as in a single pass.
+    """
+    from probes.logs.table import unpack
+
     for e in src.events:
         e.line += offset
         dst.events.append(e)
-    t, s = dst.table, src.table
-    fid = {}
-    for i, f in enumerate(s.files):
-        if f not in t._file_ids:
-            t._file_ids[f] = len(t.files)
-            t.files.append(f)
-        fid[i] = t._file_ids[f]
-    for c, arr in s.f.items():
-        t.f[c].extend(arr)
-    for c, arr in s.i.items():
-        if c == "line":
-            t.i[c].extend(v + offset for v in arr)
-        elif c == "file":
-            t.i[c].extend(fid[v] for v in arr)
-        else:
-            t.i[c].extend(arr)
+    fid = dst.table.file_id(path)
+    with open(raw_path, "rb") as fh:
+        while True:
+            try:
+                b = unpack(pickle.load(fh))
+            except EOFError:
+                break
+            b["line"] += offset
+            b["file"][:] = fid  # a worker reads one file
+            dst.ingest(b)
     for ev in src.evals:
         ev["line"] += offset
         dst.evals.append(ev)
@@ -93,9 +110,3 @@ def merge(dst, src, offset: int) -> None:
     dst.optimizer_step_lines += src.optimizer_step_lines
     for k, v in src.extra.items():
         dst.extra.setdefault(k, v)
-    for r, n in src.unique_steps.items():
-        dst.unique_steps[r] = dst.unique_steps.get(r, 0) + n
-    for f, (line, ts) in src.last_progress.items():
-        dst.last_progress[f] = (line + offset, ts)
-
-
