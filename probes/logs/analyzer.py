@@ -359,6 +359,7 @@ def grep_pattern() -> str:
     def ere(lit: str) -> str:
         return _re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit)
 
+    # ERE has no (?:...) groups: a plain group matches the same lines
     pats = [ere(k) for k in signatures.KEYWORDS] + [p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]")
-                                                     for p in signatures.PATTERNS]
+                                                     .replace("(?:", "(") for p in signatures.PATTERNS]
     return "|".join(pats)
