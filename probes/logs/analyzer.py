@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from probes.logs import prefixes, signatures
+from probes.logs import bulk, prefixes, signatures
 from probes.logs.formats import parse_progress
 from probes.logs.readers import ReadStats, resolve, scan
 from probes.logs.signatures import Event
@@ -22,23 +22,21 @@ from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, pack, ro
 from probes.logs.unwrap import join_wrapped, needs_continuation
 
 
+_PREFILTERS: dict = {}
+
+
 def prefilter_regex(engine: str = "auto"):
     """One alternation of every keyword, compiled once and run over whole chunks.
 
-    With ``google-re2`` installed (optional) the DFA engine scans ~6x faster than ``re``
-    on this many alternatives (measured by bench/log_throughput.py); ``re`` is the fallback.
+    ``auto`` takes Hyperscan, else RE2, else ``re`` (see probes/logs/prefilter.py; the
+    engines are compared by bench/log_throughput.py and yield the same matches).
     """
-    parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
-    pattern = "|".join(parts).encode()
-    if engine in ("auto", "re2"):
-        try:
-            import re2  # type: ignore[import-not-found]
+    if engine not in _PREFILTERS:
+        from probes.logs.prefilter import compile_prefilter
 
-            return re2.compile(pattern)
-        except ImportError:
-            if engine == "re2":
-                raise
-    return re.compile(pattern)
+        parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
+        _PREFILTERS[engine] = compile_prefilter(parts, engine)
+    return _PREFILTERS[engine]
 
 
 #: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
@@ -132,11 +130,15 @@ class LogAnalyzer:
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
         self._pending: list[tuple] = []
+        self._line_text: str | None = None
+        self._templates: dict[str, bulk.Template] = {}
+        self._learn_budget: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
+        self._line_text = None
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             parts.append(text)
@@ -163,6 +165,7 @@ class LogAnalyzer:
         if "WorkNCCL(" in pre.message and needs_continuation(pre.message):
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
+        self._line_text = text
         return self._handle(file, lineno, pre)
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
@@ -237,6 +240,37 @@ class LogAnalyzer:
         self._pending.append((rec, lineno, rank, ts, self.table.file_id(file)))
         if len(self._pending) >= PENDING_ROWS:
             self.flush()
+        if self._line_text is not None and file not in self._templates and self._learn_budget.get(file, 8) > 0:
+            self._learn_budget[file] = self._learn_budget.get(file, 8) - 1
+            tpl = bulk.learn(self._line_text, self._file_rank.get(file), _plain_prefilter())
+            if tpl is not None:
+                self._templates[file] = tpl
+
+    # -- progress lines in bulk (probes.logs.bulk) ----------------------------------------
+    def fast_path(self, path: str, buf: bytes, base: int):
+        """The reader's hook: ``buf`` with this file's template lines emptied, and their feed."""
+        tpl = self._templates.get(path)
+        if tpl is None or self._block is not None or self._wrap is not None:
+            return None
+        got = tpl.split(buf)
+        if got is None:
+            return None
+        rest, lines, cols = got
+        return rest, _BulkFeed(self, tpl, lines + base, cols, self.table.file_id(path))
+
+    def bulk(self, tpl, cols: list, lines, file_id: int) -> None:
+        """Template lines ``lines`` (with their number columns), as ``_record`` would take them."""
+        self.flush()
+        n = len(lines)
+        if "loss" in tpl.fields:
+            self.lines_with_loss += n
+        if tpl.const.get("optimizer_step"):
+            self.optimizer_step_lines += n
+        for k in ("train_iters", "global_batch_size"):
+            v = tpl.last_value(k, cols)
+            if v is not None:
+                self.extra[k] = v
+        self.ingest(tpl.batch(cols, lines, file_id))
 
     # -- step records in batches ----------------------------------------------------------
     def flush(self) -> None:
@@ -300,6 +334,33 @@ class LogAnalyzer:
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
         self.flush()
+
+
+class _BulkFeed:
+    """A chunk's template lines, handed to the analyzer in line order (see readers.scan)."""
+
+    def __init__(self, an: LogAnalyzer, tpl, lines, cols: list, file_id: int) -> None:
+        self.an, self.tpl, self.lines, self.cols, self.file_id = an, tpl, lines, cols, file_id
+        self.count = len(lines)
+        self.done = 0
+
+    def until(self, line: int | None) -> None:
+        """Every template line before ``line`` (all of them for None)."""
+        end = self.count if line is None else int(np.searchsorted(self.lines, line))
+        if end > self.done:
+            k0 = self.done
+            self.done = end
+            self.an.bulk(self.tpl, [c[k0:end] for c in self.cols], self.lines[k0:end], self.file_id)
+
+
+_PLAIN = None
+
+
+def _plain_prefilter():
+    global _PLAIN
+    if _PLAIN is None:
+        _PLAIN = prefilter_regex("re")
+    return _PLAIN
 
 
 #: keys remembered per rank for duplicate detection before the set starts over
