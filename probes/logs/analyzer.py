@@ -255,11 +255,11 @@ class LogAnalyzer:
         got = tpl.split(buf)
         if got is None:
             return None
-        rest, lines, cols = got
-        return rest, _BulkFeed(self, tpl, lines + base, cols, self.table.file_id(path))
+        rest, lines, values = got
+        return rest, _BulkFeed(self, tpl, lines + base, values, self.table.file_id(path))
 
-    def bulk(self, tpl, cols: list, lines, file_id: int) -> None:
-        """Template lines ``lines`` (with their number columns), as ``_record`` would take them."""
+    def bulk(self, tpl, values: dict, lines, file_id: int) -> None:
+        """Template lines ``lines`` (with their numbers by slot), as ``_record`` would take them."""
         self.flush()
         n = len(lines)
         if "loss" in tpl.fields:
@@ -267,10 +267,10 @@ class LogAnalyzer:
         if tpl.const.get("optimizer_step"):
             self.optimizer_step_lines += n
         for k in ("train_iters", "global_batch_size"):
-            v = tpl.last_value(k, cols)
+            v = tpl.last_value(k, values)
             if v is not None:
                 self.extra[k] = v
-        self.ingest(tpl.batch(cols, lines, file_id))
+        self.ingest(tpl.batch(values, lines, file_id))
 
     # -- step records in batches ----------------------------------------------------------
     def flush(self) -> None:
@@ -339,8 +339,8 @@ class LogAnalyzer:
 class _BulkFeed:
     """A chunk's template lines, handed to the analyzer in line order (see readers.scan)."""
 
-    def __init__(self, an: LogAnalyzer, tpl, lines, cols: list, file_id: int) -> None:
-        self.an, self.tpl, self.lines, self.cols, self.file_id = an, tpl, lines, cols, file_id
+    def __init__(self, an: LogAnalyzer, tpl, lines, values: dict, file_id: int) -> None:
+        self.an, self.tpl, self.lines, self.values, self.file_id = an, tpl, lines, values, file_id
         self.count = len(lines)
         self.done = 0
 
@@ -350,7 +350,8 @@ class _BulkFeed:
         if end > self.done:
             k0 = self.done
             self.done = end
-            self.an.bulk(self.tpl, [c[k0:end] for c in self.cols], self.lines[k0:end], self.file_id)
+            self.an.bulk(self.tpl, {k: v[k0:end] for k, v in self.values.items()}, self.lines[k0:end],
+                         self.file_id)
 
 
 _PLAIN = None

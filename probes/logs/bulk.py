@@ -29,7 +29,8 @@ from probes.logs.table import FLOAT_COLS, NONE, empty_batch
 from probes.logs.unwrap import needs_continuation
 
 _NUM = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_SHAPE_RX = {"int": r"(\d{1,15})", "dec": r"(\d{1,15}\.\d{1,15})", "exp": r"(\d{1,15}(?:\.\d{1,15})?[eE][-+]?\d{1,3})"}
+# unbounded repeats are faster in re; Template.split checks the lengths (_MAX_LEN)
+_SHAPE_RX = {"int": r"(\d+)", "dec": r"(\d+\.\d+)", "exp": r"(\d+(?:\.\d+)?[eE][-+]?\d+)"}
 _OPS = {
     "int": int,
     "negint": lambda t: -int(t),
@@ -51,7 +52,7 @@ def _probe(shape: str, kind: str, i: int) -> str:
         return {"int": str(base), "dec": f"{base}.25", "exp": f"{base}.5e-0{1 + i % 7}"}[shape]
     return {
         "one": {"int": "7", "dec": "0.5", "exp": "5e-07"},
-        "long": {"int": "123456789012345", "dec": "123456789.125", "exp": "9.75E+12"},
+        "long": {"int": "123456789012345", "dec": "123456789012.125", "exp": "123456789012.125E+12"},
         "zero": {"int": "0", "dec": "0.0", "exp": "0.0e+00"},
         "lead": {"int": "0042", "dec": "007.50", "exp": "01.5e-3"},
     }[kind][shape]
@@ -93,45 +94,43 @@ class Template:
         return rec, rank
 
     # -- bulk -----------------------------------------------------------------------------
+    def used_slots(self) -> list[int]:
+        slots = {slot for slot, _op in self.fields.values()}
+        if self.rank[0] == "slot":
+            slots.add(self.rank[1])
+        return sorted(slots)
+
     def split(self, buf: bytes):
-        """(rest, line numbers (1-based, in ``buf``) of the template lines, columns) or None.
+        """(rest, line numbers (1-based, in ``buf``) of the template lines, {slot: values}) or None.
 
         ``rest`` is ``buf`` with every template line emptied: the same lines, numbered alike.
+        The first line of ``buf`` is never a template line here (the regex needs the newline
+        before it); the line-by-line path reads it. None when a number is longer than the
+        template was verified for (the chunk is then read line by line).
         """
-        parts = self.regex.split(b"\n" + buf)
+        parts = self.regex.split(buf)
         g = self.groups + 1
         n = (len(parts) - 1) // g
         if not n:
             return None
+        values = _convert(parts, g, n, self.used_slots(), self.shapes)
+        if values is None:
+            return None
         pieces = parts[0::g]
-        joined = b"\n".join(pieces)
-        rest = joined[1:]
+        rest = b"\n".join(pieces)
         lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         seps = np.cumsum(lens[:-1]) + np.arange(n)  # the joining newlines stand for the template lines
-        nl = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 10)
-        lines = np.searchsorted(nl, seps) + 1
-        cols = [parts[k::g] for k in range(1, g)]
-        return rest, lines, cols
+        nl = np.flatnonzero(np.frombuffer(rest, dtype=np.uint8) == 10)
+        lines = np.searchsorted(nl, seps) + 2
+        return rest, lines, values
 
-    def batch(self, cols: list[list[bytes]], lines: np.ndarray, file_id: int) -> dict:
+    def batch(self, values: dict, lines: np.ndarray, file_id: int) -> dict:
         n = len(lines)
         b = empty_batch(n)
         for canon, (slot, op) in self.fields.items():
-            col = cols[slot]
-            if canon in ("step", "iter"):
-                v = _ints(col, n)
-                b[canon] = -v if op == "negint" else v
+            if canon not in FLOAT_COLS and canon not in ("step", "iter"):
                 continue
-            if canon not in FLOAT_COLS:
-                continue
-            v = _floats(col, n, self.shapes[slot])
-            if op.startswith("neg"):
-                v = -v
-            if op.endswith("ms"):
-                v = v * 1000.0
-            elif op.endswith("mib"):
-                v = v / 1024.0
-            b[canon] = v
+            b[canon] = _apply(op, values[slot])
         for canon, val in self.const.items():
             if canon in FLOAT_COLS and val is not None:
                 b[canon] = np.full(n, float(val))
@@ -140,68 +139,104 @@ class Template:
         if self.rank[0] == "const":
             b["rank"][:] = NONE if self.rank[1] is None else self.rank[1]
         else:
-            v = _ints(cols[self.rank[1]], n)
-            b["rank"] = -v if self.rank[2] == "negint" else v
+            b["rank"] = _apply(self.rank[2], values[self.rank[1]])
         b["line"] = lines.astype(np.int64)
         b["file"][:] = file_id
         b["has_loss"][:] = int("loss" in self.fields or "loss" in self.const)
         b["has_grad_norm"][:] = int("grad_norm" in self.fields or "grad_norm" in self.const)
         return b
 
-    def last_value(self, canon: str, cols: list[list[bytes]]):
+    def last_value(self, canon: str, values: dict):
         if canon in self.fields:
             slot, op = self.fields[canon]
-            return _OPS[op](cols[slot][-1])
+            return _apply(op, values[slot][-1:])[0].item()
         return self.const.get(canon)
 
 
+def _apply(op: str, v: np.ndarray) -> np.ndarray:
+    """An op of ``_OPS`` on converted numbers, with the same float operations."""
+    if op in ("int", "negint"):
+        return -v if op == "negint" else v
+    v = v.astype(np.float64)
+    if op.startswith("neg"):
+        v = -v
+    if op.endswith("ms"):
+        v = v * 1000.0
+    elif op.endswith("mib"):
+        v = v / 1024.0
+    return v
+
+
+#: longest number per shape the template was verified for (its probes) and that converts exactly
+_MAX_LEN = {"int": 15, "dec": 16, "exp": 24}
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
+_POW10F = np.array([10.0 ** k for k in range(23)])  # exact doubles
 
 
-def decimals(col: list[bytes], n: int, shape: str) -> np.ndarray | None:
-    """``int``/``float`` of strings of digits (and one '.' for ``dec``), vectorised; None if too long.
+def _convert(parts: list, g: int, n: int, slots: list[int], shapes: list[str]) -> dict | None:
+    """The numbers of the used slots, as int64 (``int``) or float64 arrays; None if one is too long."""
+    out: dict = {}
+    flat_slots = [k for k in slots if shapes[k] != "exp"]
+    if flat_slots:
+        toks: list[bytes] = []
+        for k in flat_slots:
+            toks += parts[k + 1::g]
+        lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        per = lens.reshape(len(flat_slots), n).max(axis=1)
+        if any(int(m) > _MAX_LEN[shapes[k]] for k, m in zip(flat_slots, per)):
+            return None
+        mant, frac = _decimals(b"".join(toks), lens)
+        mant, frac = mant.reshape(len(flat_slots), n), frac.reshape(len(flat_slots), n)
+        for i, k in enumerate(flat_slots):
+            out[k] = mant[i] if shapes[k] == "int" else mant[i] / _POW10F[frac[i]]
+    for k in slots:
+        if shapes[k] == "exp":
+            col = parts[k + 1::g]
+            if max(map(len, col)) > _MAX_LEN["exp"]:
+                return None
+            out[k] = _floats(col, n)
+    return out
 
-    Mantissa and digit counts come from cumulative sums over the concatenated characters; the
-    value is mantissa / 10**fraction_digits. With at most 15 digits the mantissa is exact in a
-    double and 10**k (k <= 15) too, so one IEEE division gives the correctly rounded result,
-    i.e. exactly what ``float(text)`` gives (Clinger's fast path).
+
+def _decimals(chars: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mantissas and fraction-digit counts of concatenated numbers (digits, at most one '.').
+
+    mantissa / 10**fraction_digits, with at most 15 digits (callers check the length), is
+    exact in a double, and so is 10**k (k <= 15): one IEEE division then gives the correctly
+    rounded value, i.e. exactly ``float(text)`` (Clinger's fast path).
     """
-    lens = np.fromiter(map(len, col), dtype=np.int64, count=n)
-    if lens.max(initial=0) > (15 if shape == "int" else 16):  # at most 15 digits: an exact mantissa
-        return None
-    chars = np.frombuffer(b"".join(col), dtype=np.uint8)
+    c = np.frombuffer(chars, dtype=np.uint8)
+    if not len(c):
+        return np.zeros(len(lens), dtype=np.int64), np.zeros(len(lens), dtype=np.int64)
     ends = np.cumsum(lens)
-    dot = chars == 46
-    digit = ~dot
+    starts = ends - lens
+    digit = c != 46
     cs = np.cumsum(digit)
     last = cs[ends - 1]
     after = np.repeat(last, lens) - cs  # digits to the right of each character, in its number
-    vals = np.where(digit, chars.astype(np.int64) - 48, 0) * _POW10[after]
-    mant = np.add.reduceat(vals, ends - lens)
-    if shape == "int":
-        return mant
-    frac = last - cs[np.flatnonzero(dot)]
-    return mant / (10.0 ** frac)
+    vals = np.where(digit, c.astype(np.int64) - 48, 0) * _POW10[np.minimum(after, 18)]
+    mant = np.add.reduceat(vals, starts)
+    has_dot = np.add.reduceat(~digit, starts).astype(bool)
+    frac = np.zeros(len(lens), dtype=np.int64)
+    frac[has_dot] = last[has_dot] - cs[np.flatnonzero(~digit)]  # digits after the (one) dot
+    return mant, frac
 
 
-def _floats(col: list[bytes], n: int, shape: str) -> np.ndarray:
+def decimals(col: list[bytes], n: int, shape: str) -> np.ndarray | None:
+    """``int`` (shape ``int``) or ``float`` (``dec``) of each string, vectorised; None if too long."""
+    lens = np.fromiter(map(len, col), dtype=np.int64, count=n)
+    if lens.max(initial=0) > _MAX_LEN[shape]:
+        return None
+    mant, frac = _decimals(b"".join(col), lens)
+    return mant if shape == "int" else mant / _POW10F[frac]
+
+
+def _floats(col: list[bytes], n: int) -> np.ndarray:
     """``float`` of each string; a column of few distinct strings (lr, loss scale) converts each once."""
     if len(set(col[:256])) * 4 < min(n, 256):
         conv = {t: float(t) for t in set(col)}
         return np.fromiter(map(conv.__getitem__, col), dtype=np.float64, count=n)
-    if shape != "exp" and n >= 64:
-        v = decimals(col, n, shape)
-        if v is not None:
-            return v.astype(np.float64)
     return np.fromiter(map(float, col), dtype=np.float64, count=n)
-
-
-def _ints(col: list[bytes], n: int) -> np.ndarray:
-    if n >= 64:
-        v = decimals(col, n, "int")
-        if v is not None:
-            return v
-    return np.fromiter(map(int, col), dtype=np.int64, count=n)
 
 
 def _same(a, b) -> bool:

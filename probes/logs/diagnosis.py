@@ -383,7 +383,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
-    steps = [{k: _clean(v) for k, v in row.items()} for row in t.head]
+    steps = t.head  # already JSON-clean (table.head_rows)
     return {
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,

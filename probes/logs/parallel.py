@@ -17,6 +17,8 @@ import tempfile
 from probes.logs.readers import ReadStats
 
 MIN_BYTES = 64 << 20
+#: this process's range, relative to a worker's (it also replays the workers' step records)
+PARENT_SHARE = 0.8
 
 
 def worth_splitting(path: str) -> bool:
@@ -51,17 +53,34 @@ def _work(args):
 
 
 def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None):
+    """Range 0 in this process while forked workers read the others; then their records replay here."""
     import multiprocessing as mp
+
+    from probes.logs.analyzer import prefilter_regex
+    from probes.logs.readers import scan
 
     size = os.path.getsize(path)
     n = max(1, min(workers or os.cpu_count() or 1, 8))
-    bounds = [size * i // n for i in range(n + 1)]
-    ctx = mp.get_context("fork")
+    # this process also replays the workers' records through the detectors: it reads a smaller range
+    first = int(size * PARENT_SHARE / n) if n > 1 else size
+    bounds = [0, first] + [first + (size - first) * i // (n - 1) for i in range(1, n)] if n > 1 else [0, size]
+    kw = {"chunk": chunk} if chunk else {}
     analyzer.flush()
-    with ctx.Pool(n) as pool:
-        parts = pool.map(_work, [(path, bounds[i], bounds[i + 1], chunk) for i in range(n)])
-    stats.files.append(path)
-    offset = 0
+    ctx = mp.get_context("fork")
+    pool = ctx.Pool(n - 1) if n > 1 else None
+    try:
+        pending = pool.map_async(_work, [(path, bounds[i], bounds[i + 1], chunk) for i in range(1, n)]) \
+            if pool else None
+        lines_before = stats.lines
+        scan(path, prefilter_regex(), analyzer, stats, start=0, end=bounds[1], **kw)
+        analyzer.finish()
+        parts = pending.get() if pending else []
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    offset = stats.lines - lines_before
+    stats.lines = lines_before
     try:
         for an, st, raw_path in parts:
             merge(analyzer, an, offset, raw_path, path)

@@ -91,21 +91,28 @@ def unpack(p: dict) -> dict:
     return b
 
 
-def row_dict(b: dict, i: int, files: list[str]) -> dict:
-    """One row as the JSON ``steps`` entry spells it (None for absent values)."""
-    r: dict = {}
+def _json_float(v: float) -> float | str:
+    """The JSON document spells a printed NaN / Inf as a string."""
+    if v != v:
+        return "nan"
+    return ("inf" if v > 0 else "-inf") if v in (math.inf, -math.inf) else v
+
+
+def head_rows(b: dict, k: int, files: list[str]) -> list[dict]:
+    """The first ``k`` rows as the JSON ``steps`` entries (None = absent, "nan" = printed NaN)."""
+    cols: dict[str, list] = {}
     for c in ("step", "iter", "rank"):
-        v = int(b[c][i])
-        r[c] = None if v == NONE else v
+        cols[c] = [None if v == NONE else v for v in b[c][:k].tolist()]
     for c in FLOAT_COLS:
-        v = float(b[c][i])
-        if c in ("loss", "grad_norm"):  # a printed NaN stays NaN; an absent value is None
-            r[c] = v if b["has_" + c][i] else None
+        vals = b[c][:k].tolist()
+        if c in ("loss", "grad_norm"):  # a printed NaN stays (as "nan"); an absent value is None
+            cols[c] = [_json_float(v) if h else None for v, h in zip(vals, b["has_" + c][:k].tolist())]
         else:
-            r[c] = None if math.isnan(v) else v
-    r["line"] = int(b["line"][i])
-    r["file"] = files[int(b["file"][i])]
-    return r
+            cols[c] = [None if v != v else _json_float(v) for v in vals]
+    cols["line"] = b["line"][:k].tolist()
+    cols["file"] = [files[f] for f in b["file"][:k].tolist()]
+    names = list(cols)
+    return [dict(zip(names, row)) for row in zip(*cols.values())]
 
 
 class StepStore:
@@ -151,7 +158,7 @@ class StepStore:
 
         n = batch_len(b)
         if len(self.head) < HEAD_ROWS:
-            self.head += [row_dict(b, i, self.files) for i in range(min(n, HEAD_ROWS - len(self.head)))]
+            self.head += head_rows(b, min(n, HEAD_ROWS - len(self.head)), self.files)
         if self._spill_fh is not None:
             pickle.dump(pack(b), self._spill_fh, protocol=pickle.HIGHEST_PROTOCOL)
         self._sample_plot(b)
