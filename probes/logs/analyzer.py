@@ -1,8 +1,11 @@
 """One pass over the logs: candidate lines → step records and signature events.
 
-:class:`LogAnalyzer` is the consumer the reader feeds. It keeps little state: the step table
-(typed arrays), the events, and small block parsers (a ChildFailedError summary, a
-wrapped watchdog message). ``analyze_paths`` runs it over files and returns the document.
+:class:`LogAnalyzer` is the consumer the reader feeds. It keeps little state: the streamed
+step table (bounded, see table.py), the events, and small block parsers (a ChildFailedError
+summary, a wrapped watchdog message). Step records arrive one by one from the per-line
+parsers (buffered into batches) or a chunk at a time from a learned progress-line template
+(bulk.py, through the reader's ``fast_path`` hook); both go through ``ingest`` (duplicate
+steps dropped, then the table). ``analyze_paths`` runs it over files and returns the document.
 """
 
 from __future__ import annotations
@@ -255,8 +258,10 @@ class LogAnalyzer:
         got = tpl.split(buf)
         if got is None:
             return None
-        rest, lines, values = got
-        return rest, _BulkFeed(self, tpl, lines + base, values, self.table.file_id(path))
+        rest, lines, values, newlines = got
+        feed = _BulkFeed(self, tpl, lines + base, values, self.table.file_id(path))
+        feed.newlines = newlines  # of the chunk, which ``rest`` shares
+        return rest, feed
 
     def bulk(self, tpl, values: dict, lines, file_id: int) -> None:
         """Template lines ``lines`` (with their numbers by slot), as ``_record`` would take them."""

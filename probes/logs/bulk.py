@@ -101,7 +101,8 @@ class Template:
         return sorted(slots)
 
     def split(self, buf: bytes):
-        """(rest, line numbers (1-based, in ``buf``) of the template lines, {slot: values}) or None.
+        """(rest, line numbers (1-based, in ``buf``) of the template lines, {slot: values}, newlines)
+        or None.
 
         ``rest`` is ``buf`` with every template line emptied: the same lines, numbered alike.
         The first line of ``buf`` is never a template line here (the regex needs the newline
@@ -122,7 +123,7 @@ class Template:
         seps = np.cumsum(lens[:-1]) + np.arange(n)  # the joining newlines stand for the template lines
         nl = np.flatnonzero(np.frombuffer(rest, dtype=np.uint8) == 10)
         lines = np.searchsorted(nl, seps) + 2
-        return rest, lines, values
+        return rest, lines, values, len(nl)
 
     def batch(self, values: dict, lines: np.ndarray, file_id: int) -> dict:
         n = len(lines)

@@ -1,8 +1,11 @@
 """Both cores on one big file: byte ranges analysed in worker processes, results merged.
 
-Each worker runs the normal scanner and analyzer over its range of lines (ranges are
-aligned to line starts, see ``readers.iter_chunks``) and sends back its analyzer state;
-line numbers are local to the range and shifted here by the lines of the ranges before.
+This process reads the first range itself while forked workers read the others (ranges
+are aligned to line starts, see ``readers.iter_chunks``). A worker sends back its events
+and counters, and writes its raw step records to a temporary file that this process replays,
+in file order, through the same duplicate check, step table and streaming detectors: the
+result is the one a single pass gives. Line numbers are local to a range and shifted here by
+the lines of the ranges before.
 Only plain files above ``MIN_BYTES`` are split (gzip streams cannot seek); a block message
 that straddles a range boundary (a wrapped watchdog line, a ChildFailedError summary
 hundreds of megabytes into a file) may be cut there — the price of the split.

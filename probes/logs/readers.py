@@ -196,10 +196,12 @@ def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: Rea
                 want = _scan_buffer(path, buf[at + delta:], base + k, 0, prefilter, consumer, stats)
             else:
                 want = 0
-        base += buf.count(b"\n") + (0 if buf.endswith(b"\n") else 1)
-        tail = buf.rstrip(b"\r\n")
-        if tail:
-            last = tail[tail.rfind(b"\n") + 1:][-4096:]
+        base += (got[1].newlines if got is not None else buf.count(b"\n")) + (0 if buf.endswith(b"\n") else 1)
+        end = len(buf)
+        while end and buf[end - 1] in (10, 13):  # the last non-empty line, without copying the chunk
+            end -= 1
+        if end:
+            last = buf[max(buf.rfind(b"\n", 0, end) + 1, end - 4096):end]
     stats.lines += base
     stats.file_lines[path] = base
     if last:
