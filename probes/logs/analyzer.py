@@ -136,6 +136,7 @@ class LogAnalyzer:
         self._line_text: str | None = None
         self._templates: dict[str, bulk.Template] = {}
         self._learn_budget: dict[str, int] = {}
+        self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
 
@@ -243,6 +244,7 @@ class LogAnalyzer:
         self._pending.append((rec, lineno, rank, ts, self.table.file_id(file)))
         if len(self._pending) >= PENDING_ROWS:
             self.flush()
+        self._slow_records[file] = self._slow_records.get(file, 0) + 1
         if self._line_text is not None and file not in self._templates and self._learn_budget.get(file, 8) > 0:
             self._learn_budget[file] = self._learn_budget.get(file, 8) - 1
             tpl = bulk.learn(self._line_text, self._file_rank.get(file), _plain_prefilter())
@@ -255,7 +257,11 @@ class LogAnalyzer:
         tpl = self._templates.get(path)
         if tpl is None or self._block is not None or self._wrap is not None:
             return None
+        slow, self._slow_records[path] = self._slow_records.get(path, 0), 0
         got = tpl.split(buf)
+        if slow > 64 and (got is None or len(got[1]) < slow):
+            # more progress lines of another shape came line by line: learn again (within the budget)
+            self._templates.pop(path, None)
         if got is None:
             return None
         rest, lines, values, newlines = got

@@ -9,7 +9,6 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter, defaultdict
 
 from probes.logs.signatures import Event

@@ -117,3 +117,19 @@ def test_hyperscan_prefilter_yields_re_matches(pieces, pos):
     hs, rx = prefilter_regex("hyperscan"), prefilter_regex("re")
     assert [m.span() for m in hs.finditer(buf, pos)] == [m.span() for m in rx.finditer(buf, pos)]
     assert re.compile(rx.pattern).pattern == hs.pattern
+
+
+def test_a_later_dominant_progress_shape_is_learned_again(tmp_path, monkeypatch):
+    from probes.logs import analyzer as analyzer_mod
+
+    lines = [f"step={s} note=1 loss={3 + s % 7 * 0.01:.4f}" for s in range(1, 3)]
+    lines += [f"[rank0]: step={s} loss={3 + s % 7 * 0.01:.4f} lr=3.0e-04" for s in range(3, 20000)]
+    p = tmp_path / "run.log"
+    p.write_text("\n".join(lines) + "\n")
+    bulk_lines = []
+    orig = analyzer_mod.LogAnalyzer.bulk
+    monkeypatch.setattr(analyzer_mod.LogAnalyzer, "bulk",
+                        lambda self, tpl, values, lns, fid: (bulk_lines.append(len(lns)), orig(self, tpl, values, lns, fid)))
+    doc = analyze_paths([str(p)], chunk=1 << 16, workers=1)
+    assert doc["metrics"]["num_steps_with_loss"] == 19999
+    assert sum(bulk_lines) > 15000
