@@ -3,7 +3,7 @@
 Data flows one way: readers (bytes → candidate lines, with the keyword prefilter) →
 prefixes (rank, host, time) → formats (progress records; bulk: learned line templates for
 whole chunks) and signatures (failure events) → table (the streamed step table) and series
-(per-rank metrics and streaming anomaly detectors) → diagnosis (findings, root causes).
+(per-rank metrics) and detectors (streaming anomaly rules) → diagnosis (findings, root causes).
 ``analyze_paths`` wires them.
 """
 

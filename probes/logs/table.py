@@ -118,7 +118,7 @@ def head_rows(b: dict, k: int, files: list[str]) -> list[dict]:
 class StepStore:
     def __init__(self, settings=None, spill: bool = False) -> None:
         from probes.logs.config import Settings
-        from probes.logs.series import NanDetector
+        from probes.logs.detectors import NanDetector
 
         self.settings = settings or Settings()
         self.files: list[str] = []

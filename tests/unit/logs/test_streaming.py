@@ -18,7 +18,7 @@ from probes.logs import analyzer as analyzer_mod
 from probes.logs import table
 from probes.logs.analyzer import _add_seen, analyze_paths
 from probes.logs.config import Settings
-from probes.logs.series import MedianSketch
+from probes.logs.window import MedianSketch
 from probes.logs.table import StepStore, rows_to_batch
 
 from . import reference_anomalies as ref
