@@ -273,6 +273,10 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
             return None
     if any("->" in lit for lit in literals):
         return None  # the NCCL return-code prefilter pattern is numeric
+    fixed = "0".join(literals)
+    if any((r.keyword.lower() in fixed.lower()) if r.keyword == "nccl" else (r.keyword in fixed)
+           for r in signatures.RULES):
+        return None  # a signature rule could fire for some numbers (e.g. "exitcode: -9") but not the probes
     shapes = [_shape(m[0]) for m in toks]
     nums_a = [_probe(s, "a", i) for i, s in enumerate(shapes)]
     nums_b = [_probe(s, "b", i) for i, s in enumerate(shapes)]

@@ -38,6 +38,7 @@ def test_templates_for_common_progress_lines(line):
     "step=12 loss=nan",  # NaN is literal text: never a template
     "step 100: train loss 3.1, val loss 3.2",  # an eval record
     "step=12 loss=3.1 CUDA error: an illegal memory access",  # a signature on the line
+    "step=12 loss=3.1 worker failed (exitcode: -6) local_rank: 0 (pid: 12)",  # fires for -6/-9/-11 only
 ])
 def test_no_template_where_it_would_be_unsafe(line):
     assert _learn(line) is None
