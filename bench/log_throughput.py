@@ -1,16 +1,25 @@
 """analyze-log throughput and memory, with ``grep -cE`` over the same file run side by side.
 
 Generates (in /tmp, deleted afterwards) a log that is mostly NCCL INFO noise with a progress
-line every few lines, then prints MB/s of ``llmdiag analyze-log`` (the analysis in a child
-process, so its peak RSS is measured alone), grep's MB/s with the same keyword list, their
-ratio, and the peak RSS on a larger log (default 2 GB).
+line every few lines (20 % of the lines), an NCCL WARN now and then, and a collective
+timeout with a traceback at the end. Then, alternating ``--repeat`` times:
 
-    python bench/log_throughput.py [--mb 500] [--memory-mb 2048] [--keep]
+- ``grep -cE`` with the analyzer's own prefilter keywords (``analyzer.grep_pattern``),
+- the real CLI, ``llmdiag analyze-log FILE -f json -o OUT``, whose peak memory is the
+  largest sum of RSS over its process tree (it forks a worker per extra core), polled with
+  psutil every 10 ms,
+
+and prints the best wall time of each, MB/s, their ratio, and peak RSS; then the same CLI on
+a larger log (default 2 GB) for peak RSS. The machine's load average is printed too: on a
+shared machine, compare the ratio, which both sides feel alike, rather than raw MB/s.
+
+    python bench/log_throughput.py [--mb 500] [--memory-mb 2048] [--repeat 3] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -32,79 +41,142 @@ NOISE = [
     "node-{n}:{pid}:{tid} [{d}] NCCL INFO Using network IB",
     "node-{n}:{pid}:{tid} [{d}] NCCL INFO {c} coll channels, {c} nvls channels, {e} p2p channels, 2 p2p channels per peer",
 ]
+WARN = "node-{n}:{pid}:{tid} [{d}] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.{e}<{pid}> failed"
+END = [
+    "[rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600001 milliseconds "
+    "before timing out.",
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "train.py", line 88, in <module>',
+    "[rank1]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
+]
 
 
 def generate(path: Path, mb: int, seed: int = 0) -> int:
+    """Write about ``mb`` MiB; returns the byte count."""
     rnd = random.Random(seed)
+    noise = [rnd.choice(NOISE).format(n=rnd.randint(1, 64), pid=rnd.randint(1000, 99999), tid=rnd.randint(1000, 99999),
+                                      d=rnd.randint(0, 7), e=rnd.randint(0, 7), c=rnd.randint(0, 31))
+             for _ in range(20000)]
+    warns = [WARN.format(n=rnd.randint(1, 64), pid=rnd.randint(1000, 99999), tid=rnd.randint(1000, 99999),
+                         d=rnd.randint(0, 7), e=rnd.randint(0, 7)) for _ in range(100)]
+    tails = [f"loss={3.0 + rnd.random() * 0.05:.4f} lr=3.0e-04 grad_norm={1.0 + rnd.random() * 0.1:.3f} "
+             f"step_time_ms={41 + rnd.random():.1f} tokens_per_s={12400 + rnd.randint(-100, 100)}" for _ in range(20000)]
     target = mb << 20
     written = 0
     step = 0
     with open(path, "w") as fh:
         while written < target:
             lines = []
-            for _ in range(2000):
-                if rnd.random() < 0.2:
+            for r in rnd.choices(range(5), k=5000):
+                if r == 0:  # a progress line every five lines on average
                     step += 1
-                    lines.append(f"[rank0]: step={step} loss={3.0 + rnd.random() * 0.05:.4f} lr=3.0e-04 "
-                                 f"grad_norm={1.0 + rnd.random() * 0.1:.3f} step_time_ms={41 + rnd.random():.1f} "
-                                 f"tokens_per_s={12400 + rnd.randint(-100, 100)}")
+                    lines.append(f"[rank0]: step={step} {rnd.choice(tails)}")
                 else:
-                    lines.append(rnd.choice(NOISE).format(n=rnd.randint(1, 64), pid=rnd.randint(1000, 99999),
-                                                          tid=rnd.randint(1000, 99999), d=rnd.randint(0, 7),
-                                                          e=rnd.randint(0, 7), c=rnd.randint(0, 31)))
+                    lines.append(rnd.choice(noise))
+            if rnd.random() < 0.02:
+                lines.append(rnd.choice(warns))
             block = "\n".join(lines) + "\n"
             fh.write(block)
             written += len(block)
+        tail = "\n".join(END).format(seq=step) + "\n"
+        fh.write(tail)
+        written += len(tail)
     return written
 
 
-def run_analyzer(path: Path) -> tuple[float, int, str]:
-    """Wall time and peak RSS (bytes) of analyze-log on ``path`` in a fresh process."""
-    code = ("import sys,resource,json; from probes.logs import analyze_paths; d=analyze_paths([sys.argv[1]]);"
-            "print(json.dumps({'steps': d['metrics']['num_steps_with_loss'], 'findings': len(d['findings'])}))")
+def llmdiag_argv() -> list[str]:
+    exe = Path(sys.executable).with_name("llmdiag")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "diag"]
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_analyzer(path: Path, out: Path) -> tuple[float, float, int, dict]:
+    """Wall time, CPU time (its whole process tree) and peak RSS (bytes, summed over the tree)."""
+    import psutil
+
+    cpu0 = _children_cpu()
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    proc = subprocess.Popen(llmdiag_argv() + ["analyze-log", str(path), "-f", "json", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    peak = 0
+    ps = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            procs = [ps] + ps.children(recursive=True)
+            peak = max(peak, sum(p.memory_info().rss for p in procs))
+        except psutil.Error:
+            pass
+        time.sleep(0.01)
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return wall, rss, r.stdout.strip()
+    cpu = _children_cpu() - cpu0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"analyze-log failed ({proc.returncode}): {err[-2000:]}")
+    doc = json.loads(out.read_text())
+    summary = {"steps": doc["metrics"]["num_steps_with_loss"],
+               "findings": sorted({f["kind"] for f in doc["findings"]}),
+               "candidate_lines": doc["read"]["candidate_lines"]}
+    return wall, cpu, peak, summary
 
 
-def run_grep(path: Path) -> tuple[float, str]:
+def run_grep(path: Path) -> tuple[float, float, str]:
     from probes.logs.analyzer import grep_pattern
 
+    cpu0 = _children_cpu()
     t0 = time.perf_counter()
     r = subprocess.run(["grep", "-cE", grep_pattern(), str(path)], capture_output=True, text=True,
                        env={**os.environ, "LC_ALL": "C"})
-    return time.perf_counter() - t0, r.stdout.strip()
+    return time.perf_counter() - t0, _children_cpu() - cpu0, r.stdout.strip()
+
+
+def engine() -> str:
+    from probes.logs.analyzer import prefilter_regex
+
+    rx = prefilter_regex()
+    return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
-    ap.add_argument("--memory-mb", type=int, default=2048)
+    ap.add_argument("--memory-mb", type=int, default=2048, help="0 skips the large-log memory run")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="llmdiag-bench-"))
     try:
         log = tmp / "train.log"
         size = generate(log, args.mb)
+        os.sync()  # the freshly written log's write-back would otherwise compete with the timed runs
         mb = size / 1e6
-        g_wall, g_count = run_grep(log)
-        a_wall, a_rss, a_out = run_analyzer(log)
-        g_wall2, _ = run_grep(log)  # grep again after: both see a warm page cache
-        g_wall = min(g_wall, g_wall2)
-        print(f"log: {mb:.0f} MB ({log})")
-        print(f"grep -cE : {g_wall:6.2f} s  {mb / g_wall:7.1f} MB/s  ({g_count} matching lines)")
-        print(f"analyze  : {a_wall:6.2f} s  {mb / a_wall:7.1f} MB/s  peak RSS {a_rss / 2**20:.0f} MiB  {a_out}")
-        print(f"ratio analyze/grep speed: {g_wall / a_wall:.2f} (goal >= 0.5)")
+        print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
+        g_best = a_best = g_cpu = a_cpu = float("inf")
+        a_rss = 0
+        for _ in range(args.repeat):
+            g_wall, g_c, g_count = run_grep(log)
+            a_wall, a_c, rss, a_out = run_analyzer(log, tmp / "out.json")
+            g_best, a_best, a_rss = min(g_best, g_wall), min(a_best, a_wall), max(a_rss, rss)
+            g_cpu, a_cpu = min(g_cpu, g_c), min(a_cpu, a_c)
+        print(f"log      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {log}")
+        print(f"grep -cE : {g_best:6.2f} s  {mb / g_best:7.1f} MB/s  CPU {g_cpu:.2f} s  ({g_count} matching lines)")
+        print(f"analyze  : {a_best:6.2f} s  {mb / a_best:7.1f} MB/s  CPU {a_cpu:.2f} s  peak RSS {a_rss / 2**20:.0f} MiB"
+              f"  {a_out}")
+        print(f"ratio    : analyze/grep speed {g_best / a_best:.2f} (goal >= 0.5); CPU time grep/analyze "
+              f"{g_cpu / a_cpu:.2f}")
         if args.memory_mb:
             log.unlink()
             big = tmp / "big.log"
             size = generate(big, args.memory_mb, seed=1)
-            b_wall, b_rss, b_out = run_analyzer(big)
+            os.sync()
+            b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
             print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "
                   f"peak RSS {b_rss / 2**20:.0f} MiB (goal < 300 MB)  {b_out}")
+        print(f"load avg : {os.getloadavg()[0]:.1f} at the end")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

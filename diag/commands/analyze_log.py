@@ -53,9 +53,22 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         minutes = no_progress_minutes or settings.hang_minutes
         follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0)
         return
-    from probes.logs import analyze_paths
+    from probes.logs.analyzer import analyze
 
-    doc = analyze_paths(list(paths), settings=settings)
+    doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
+    try:
+        _check_and_export(doc, analyzer.table, inputs, csv_path, parquet_path, plot_path)
+    finally:
+        analyzer.table.close()
+    emit_doc(doc, fmt, output, width, no_color, env=env, protect=inputs)
+    severities = {f["severity"] for f in doc["findings"]}
+    if "error" in severities or (strict and severities):
+        raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def _check_and_export(doc, table, inputs, csv_path, parquet_path, plot_path) -> None:
+    from diag.errors import UsageError
+
     if not doc["files"]:
         problems = "; ".join(f"{p['file']}: {p['message']}" for p in doc["read"]["problems"][:5])
         raise UsageError(f"no readable log input ({problems or 'nothing given'})")
@@ -64,12 +77,7 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         raise UsageError("no readable log input: " + doc["read"]["problems"][0]["message"])
     from probes.logs.export import export_table, plot_curves
 
-    protect = inputs
     if csv_path or parquet_path:
-        export_table(doc, csv_path=csv_path, parquet_path=parquet_path, protect=protect)
+        export_table(table, csv_path=csv_path, parquet_path=parquet_path, protect=inputs)
     if plot_path:
-        plot_curves(doc, plot_path, protect=protect)
-    emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
-    severities = {f["severity"] for f in doc["findings"]}
-    if "error" in severities or (strict and severities):
-        raise SystemExit(ExitCode.CHECKS_FAILED)
+        plot_curves(doc, plot_path, protect=inputs, sample=table.plot_sample())

@@ -1,40 +1,45 @@
 """One pass over the logs: candidate lines → step records and signature events.
 
-:class:`LogAnalyzer` is the consumer the reader feeds. It keeps little state: the step table
-(typed arrays), the events, and small block parsers (a ChildFailedError summary, a
-wrapped watchdog message). ``analyze_paths`` runs it over files and returns the document.
+:class:`LogAnalyzer` is the consumer the reader feeds. It keeps little state: the streamed
+step table (bounded, see table.py), the events, and small block parsers (a ChildFailedError
+summary, a wrapped watchdog message). Step records arrive one by one from the per-line
+parsers (buffered into batches) or a chunk at a time from a learned progress-line template
+(bulk.py, through the reader's ``fast_path`` hook); both go through ``ingest`` (duplicate
+steps dropped, then the table). ``analyze_paths`` runs it over files and returns the document.
 """
 
 from __future__ import annotations
 
+import math
+import pickle
 import re
 import time
 
-from probes.logs import prefixes, signatures
+import numpy as np
+
+from probes.logs import bulk, prefixes, signatures
 from probes.logs.formats import parse_progress
 from probes.logs.readers import ReadStats, resolve, scan
 from probes.logs.signatures import Event
-from probes.logs.table import StepTable
+from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, pack, rows_to_batch, take
 from probes.logs.unwrap import join_wrapped, needs_continuation
+
+
+_PREFILTERS: dict = {}
 
 
 def prefilter_regex(engine: str = "auto"):
     """One alternation of every keyword, compiled once and run over whole chunks.
 
-    With ``google-re2`` installed (optional) the DFA engine scans ~6x faster than ``re``
-    on this many alternatives (measured by bench/log_throughput.py); ``re`` is the fallback.
+    ``auto`` takes Hyperscan, else RE2, else ``re`` (see probes/logs/prefilter.py; the
+    engines are compared by bench/log_throughput.py and yield the same matches).
     """
-    parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
-    pattern = "|".join(parts).encode()
-    if engine in ("auto", "re2"):
-        try:
-            import re2  # type: ignore[import-not-found]
+    if engine not in _PREFILTERS:
+        from probes.logs.prefilter import compile_prefilter
 
-            return re2.compile(pattern)
-        except ImportError:
-            if engine == "re2":
-                raise
-    return re.compile(pattern)
+        parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
+        _PREFILTERS[engine] = compile_prefilter(parts, engine)
+    return _PREFILTERS[engine]
 
 
 #: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
@@ -113,8 +118,8 @@ class _ChildFailedBlock:
 
 
 class LogAnalyzer:
-    def __init__(self) -> None:
-        self.table = StepTable()
+    def __init__(self, settings=None, spill: bool = False) -> None:
+        self.table = StepStore(settings, spill=spill)
         self.events: list[Event] = []
         self.evals: list[dict] = []
         self.lines_with_loss = 0
@@ -127,9 +132,17 @@ class LogAnalyzer:
         self.optimizer_step_lines = 0
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
+        self._pending: list[tuple] = []
+        self._line_text: str | None = None
+        self._templates: dict[str, bulk.Template] = {}
+        self._learn_budget: dict[str, int] = {}
+        self._slow_records: dict[str, int] = {}
+        #: a parallel worker writes its raw step batches here instead of storing them
+        self.raw = None
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
+        self._line_text = None
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             parts.append(text)
@@ -156,6 +169,7 @@ class LogAnalyzer:
         if "WorkNCCL(" in pre.message and needs_continuation(pre.message):
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
+        self._line_text = text
         return self._handle(file, lineno, pre)
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
@@ -227,40 +241,173 @@ class LogAnalyzer:
             self.extra["train_iters"] = rec["train_iters"]
         if rec.get("global_batch_size") is not None:
             self.extra["global_batch_size"] = rec["global_batch_size"]
-        key = rec.get("iter", rec.get("step"))
-        seen = self._seen_keys.setdefault(rank, set())
-        if key is not None:
-            if key in seen:
-                return  # a duplicate line (pasted twice, or tee'd) is not a new step
-            if len(seen) > 4096:  # keep memory constant: steps only move forward
-                seen.clear()
-            seen.add(key)
-        if "loss" in rec:
-            self.unique_steps[rank] = self.unique_steps.get(rank, 0) + 1
-        self.table.add(rec, file, lineno, rank, ts)
-        self.last_progress[file] = (lineno, ts)
+        self._pending.append((rec, lineno, rank, ts, self.table.file_id(file)))
+        if len(self._pending) >= PENDING_ROWS:
+            self.flush()
+        self._slow_records[file] = self._slow_records.get(file, 0) + 1
+        if self._line_text is not None and file not in self._templates and self._learn_budget.get(file, 8) > 0:
+            self._learn_budget[file] = self._learn_budget.get(file, 8) - 1
+            tpl = bulk.learn(self._line_text, self._file_rank.get(file), _plain_prefilter())
+            if tpl is not None:
+                self._templates[file] = tpl
+
+    # -- progress lines in bulk (probes.logs.bulk) ----------------------------------------
+    def fast_path(self, path: str, buf: bytes, base: int):
+        """The reader's hook: ``buf`` with this file's template lines emptied, and their feed."""
+        tpl = self._templates.get(path)
+        if tpl is None or self._block is not None or self._wrap is not None:
+            return None
+        slow, self._slow_records[path] = self._slow_records.get(path, 0), 0
+        got = tpl.split(buf)
+        if slow > 64 and (got is None or len(got[1]) < slow):
+            # more progress lines of another shape came line by line: learn again (within the budget)
+            self._templates.pop(path, None)
+        if got is None:
+            return None
+        rest, lines, values, newlines = got
+        feed = _BulkFeed(self, tpl, lines + base, values, self.table.file_id(path))
+        feed.newlines = newlines  # of the chunk, which ``rest`` shares
+        return rest, feed
+
+    def bulk(self, tpl, values: dict, lines, file_id: int) -> None:
+        """Template lines ``lines`` (with their numbers by slot), as ``_record`` would take them."""
+        self.flush()
+        n = len(lines)
+        if "loss" in tpl.fields:
+            self.lines_with_loss += n
+        if tpl.const.get("optimizer_step"):
+            self.optimizer_step_lines += n
+        for k in ("train_iters", "global_batch_size"):
+            v = tpl.last_value(k, values)
+            if v is not None:
+                self.extra[k] = v
+        self.ingest(tpl.batch(values, lines, file_id))
+
+    # -- step records in batches ----------------------------------------------------------
+    def flush(self) -> None:
+        """Hand the buffered per-line records to the step table (or the worker's spill)."""
+        if self._pending:
+            rows, self._pending = self._pending, []
+            self.ingest(rows_to_batch(rows))
+
+    def ingest(self, b: dict) -> None:
+        """A batch of step records in log order: drop duplicates, count, store."""
+        if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
+            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
+            return
+        b = self._dedup(b)
+        n = batch_len(b)
+        if not n:
+            return
+        ranks, has = b["rank"], b["has_loss"]
+        if (ranks == ranks[0]).all():
+            r = None if ranks[0] == NONE else int(ranks[0])
+            if has.any():
+                self.unique_steps[r] = self.unique_steps.get(r, 0) + int(has.sum())
+        else:
+            for rk, h in zip(ranks.tolist(), has.tolist()):
+                if h:
+                    r = None if rk == NONE else rk
+                    self.unique_steps[r] = self.unique_steps.get(r, 0) + 1
+        self.table.add_batch(b)
+        fids = b["file"]
+        for fid in ([int(fids[0])] if (fids == fids[0]).all() else np.unique(fids).tolist()):
+            i = n - 1 if len(fids) and fids[-1] == fid else int(np.flatnonzero(fids == fid)[-1])
+            ts = float(b["ts"][i])
+            self.last_progress[self.table.files[fid]] = (int(b["line"][i]), None if math.isnan(ts) else ts)
+
+    def _dedup(self, b: dict) -> dict:
+        """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step."""
+        keys = np.where(b["iter"] != NONE, b["iter"], b["step"])
+        ranks = b["rank"]
+        if (ranks == ranks[0]).all() and (keys != NONE).all() and (np.diff(keys) > 0).all():
+            seen = self._seen_keys.setdefault(None if ranks[0] == NONE else int(ranks[0]), set())
+            if not seen or max(seen) < keys[0]:  # strictly increasing and all new: the common case
+                _add_seen(seen, keys.tolist())
+                return b
+        keep = []
+        for i, (key, rk) in enumerate(zip(keys.tolist(), ranks.tolist())):
+            if key != NONE:
+                seen = self._seen_keys.setdefault(None if rk == NONE else rk, set())
+                if key in seen:
+                    continue
+                if len(seen) > SEEN_KEYS:  # keep memory constant: steps only move forward
+                    seen.clear()
+                seen.add(key)
+            keep.append(i)
+        return b if len(keep) == len(keys) else take(b, np.array(keep, dtype=np.int64))
 
     def finish(self) -> None:
+        self.flush()
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             self._wrap = None
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
+        self.flush()
 
 
-def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
-    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
+class _BulkFeed:
+    """A chunk's template lines, handed to the analyzer in line order (see readers.scan)."""
+
+    def __init__(self, an: LogAnalyzer, tpl, lines, values: dict, file_id: int) -> None:
+        self.an, self.tpl, self.lines, self.values, self.file_id = an, tpl, lines, values, file_id
+        self.count = len(lines)
+        self.done = 0
+
+    def until(self, line: int | None) -> None:
+        """Every template line before ``line`` (all of them for None)."""
+        end = self.count if line is None else int(np.searchsorted(self.lines, line))
+        if end > self.done:
+            k0 = self.done
+            self.done = end
+            self.an.bulk(self.tpl, {k: v[k0:end] for k, v in self.values.items()}, self.lines[k0:end],
+                         self.file_id)
+
+
+_PLAIN = None
+
+
+def _plain_prefilter():
+    global _PLAIN
+    if _PLAIN is None:
+        _PLAIN = prefilter_regex("re")
+    return _PLAIN
+
+
+#: keys remembered per rank for duplicate detection before the set starts over
+SEEN_KEYS = 4096
+
+
+def _add_seen(seen: set, keys: list) -> None:
+    """``seen`` after adding new ``keys`` one by one with the clear-when-full rule of ``_dedup``."""
+    s, n, full = len(seen), len(keys), SEEN_KEYS + 1
+    if s + n <= full:
+        seen.update(keys)
+        return
+    i0 = full - s  # the key whose arrival finds the set full
+    last = i0 + full * ((n - 1 - i0) // full)
+    seen.clear()
+    seen.update(keys[last:])
+
+
+def analyze(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None,
+            spill: bool = False):
+    """Read ``paths``; return the ``log-analysis`` document and the analyzer.
+
+    With ``spill=True`` the analyzer's step table keeps every record in a temporary file for
+    ``--csv`` / ``--parquet`` (``export.export_table``); call ``analyzer.table.close()`` after.
+    """
     from probes.logs import config as cfg
+    from probes.logs import parallel
     from probes.logs.diagnosis import build_document
 
     settings = settings or cfg.Settings()
     stats = ReadStats()
     files = resolve(paths, stats)
-    analyzer = LogAnalyzer()
+    analyzer = LogAnalyzer(settings, spill=spill)
     rx = prefilter_regex()
     t0 = time.monotonic()
-    from probes.logs import parallel
-
     for f in files:
         kw = {"chunk": chunk} if chunk else {}
         if (workers is None or workers > 1) and parallel.worth_splitting(f):
@@ -268,7 +415,14 @@ def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, 
             continue
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
-    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)
+    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0), analyzer
+
+
+def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
+    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
+    doc, analyzer = analyze(paths, settings=settings, chunk=chunk, workers=workers)
+    analyzer.table.close()
+    return doc
 
 
 def grep_pattern() -> str:
@@ -278,6 +432,7 @@ def grep_pattern() -> str:
     def ere(lit: str) -> str:
         return _re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit)
 
+    # ERE has no (?:...) groups: a plain group matches the same lines
     pats = [ere(k) for k in signatures.KEYWORDS] + [p.replace(r"\d", "[0-9]").replace(r"\s", "[[:space:]]")
-                                                     for p in signatures.PATTERNS]
+                                                     .replace("(?:", "(") for p in signatures.PATTERNS]
     return "|".join(pats)

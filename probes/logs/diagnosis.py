@@ -9,10 +9,8 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter, defaultdict
 
-from probes.logs import anomalies
 from probes.logs.signatures import Event
 
 ERROR, WARNING = "error", "warning"
@@ -312,60 +310,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     return out
 
 
-def _metrics(an, idx: list[int], rank) -> dict:
+def _metrics(an, ser, rank) -> dict:
+    from probes.logs.series import RankMetrics
+
     t = an.table
     m: dict = {"num_steps_with_loss": an.unique_steps.get(rank, 0), "num_lines_with_loss": an.lines_with_loss,
-               "num_records": len(idx), "ranks_with_progress": [r for r in t.ranks() if r is not None]}
-    losses = [(k, t.get("loss", k)) for k in idx if t.get("loss", k) is not None]
-    finite = [(k, v) for k, v in losses if math.isfinite(v)]
-    steps = [t.get("step", k) for k in idx if t.get("step", k) is not None]
-    iters = [t.get("iter", k) for k in idx if t.get("iter", k) is not None]
-    xs = steps or iters
-    m["has_step_number"] = bool(xs)
-    if xs:
-        m["first_step"], m["last_step"] = xs[0], xs[-1]
-        d = [b - a for a, b in zip(xs, xs[1:]) if b > a]
-        if d:
-            m["log_interval"] = Counter(d).most_common(1)[0][0]
-    else:
-        m["first_step"] = m["last_step"] = None
-    if steps and iters:
-        m["first_iter"], m["last_iter"] = iters[0], iters[-1]
-    if finite:
-        vals = [v for _, v in finite]
-        m.update(loss_min=min(vals), loss_max=max(vals), first_loss=losses[0][1], last_loss=losses[-1][1])
-    else:
-        m.update(loss_min=None, loss_max=None, first_loss=losses[0][1] if losses else None,
-                 last_loss=losses[-1][1] if losses else None)
-    m["loss_last"] = m["last_loss"]
-    for col, name in (("lr", "lr"), ("grad_norm", "grad_norm"), ("loss_scale", "loss_scale"), ("epoch", "epoch")):
-        vals = [t.get(col, k) for k in idx if t.get(col, k) is not None]
-        if vals:
-            if name == "epoch":
-                m["first_epoch"], m["last_epoch"] = vals[0], vals[-1]
-            else:
-                m[f"{name}_first"], m[f"{name}_last"] = vals[0], vals[-1]
-    if m.get("loss_scale_last") is not None:
-        m["loss_scale"] = m["loss_scale_last"]
-    gns = [t.get("grad_norm", k) for k in idx if t.get("grad_norm", k) is not None and math.isfinite(t.get("grad_norm", k))]
-    if gns:
-        m["max_grad_norm"] = max(gns)
-    for col, name in (("tflops", "tflops_per_gpu"), ("tokens_per_s", "tps"), ("mfu_pct", "mfu")):
-        vals = \
-               [t.get(col, k) for k in idx if t.get(col, k) is not None]
-        if vals:
-            suffix = "_pct" if name == "mfu" else ""
-            m[f"{name}_min{suffix}"], m[f"{name}_max{suffix}"] = min(vals), max(vals)
-    st = [t.get("step_time_ms", k) for k in idx if t.get("step_time_ms", k) is not None]
-    if st:
-        m["iter_time_ms_first"] = st[0]
-        m["iter_time_ms_typical"] = statistics.median(st[1:] or st)
-    mem = [t.get("memory_gib", k) for k in idx if t.get("memory_gib", k) is not None]
-    if mem:
-        m["memory_gib"] = max(mem)
-    first_mfu = t.get("mfu_pct", idx[0]) if idx else None
-    if first_mfu is not None:
-        m["iter0_mfu_pct" if (xs and xs[0] == 0) else "first_mfu_pct"] = first_mfu
+               "ranks_with_progress": [r for r in t.ranks() if r is not None]}
+    m.update((ser.metrics if ser is not None else RankMetrics()).summary())
     if an.optimizer_step_lines:
         m["optimizer_step_lines"] = an.optimizer_step_lines
     if an.evals:
@@ -377,31 +328,27 @@ def _metrics(an, idx: list[int], rank) -> dict:
     return m
 
 
-def _primary_rank(an):
-    counts = Counter(an.table.i["rank"])
-    if not counts:
-        return None
-    from probes.logs.table import _NONE
-    best = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]
-    return None if best == _NONE else best
-
-
 def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     from probes.logs import prefixes
 
-    rank = _primary_rank(an)
-    idx = an.table.indices(rank)
+    an.flush()
     t = an.table
+    rank = t.primary_rank()
+    ser = t.series_of(rank)
     findings = findings_from_events(an.events, an.extra)
-    anoms = anomalies.nan_values(t, list(range(len(t))) if rank is None else idx)
-    spikes = anomalies.loss_spikes(t, idx, settings)
-    anoms += spikes + anomalies.grad_norm_jumps(t, idx, settings, spikes) + anomalies.throughput_drop(t, idx, settings)
-    if not any(f["kind"] == "grad_overflow" for f in findings):
-        c = anomalies.loss_scale_collapse(t, idx, settings)
-        if c:
-            anoms.append(c)
+    anoms: list[dict] = []
+    nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
+    if nan is not None:
+        anoms += nan.result()
+    if ser is not None:
+        spikes = ser.spikes.result()
+        anoms += spikes + ser.grad.result({f["line"] for f in spikes}) + ser.drop.result()
+        if not any(f["kind"] == "grad_overflow" for f in findings):
+            c = ser.scale.result()
+            if c:
+                anoms.append(c)
     errors = [f for f in findings if KINDS[f["kind"]][0] == ERROR]
-    if not errors:
+    if not errors and ser is not None:
         last_ts = None
         noise_after = False
         for file, (line, _ts) in an.last_progress.items():
@@ -409,13 +356,13 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
             if tail:
                 last_ts = prefixes.split_prefix(tail).ts or prefixes.find_timestamp(tail)
                 noise_after = True
-        hang = anomalies.stalls(t, idx, settings, last_ts, noise_after)
-        if not hang and idx:
-            last_file = t.get("file", idx[-1])
-            same_file = [k for k in idx if t.get("file", k) == last_file]
-            after = stats.file_lines.get(last_file, 0) - t.get("line", idx[-1])
-            if all(t.get("ts", k) is None for k in same_file):  # with timestamps, time decides
-                hang = anomalies.silent_tail(t, same_file, after)
+        hang = ser.stall.result(settings, last_ts, noise_after)
+        if not hang:
+            last_file = t.files[ser.last_file]
+            tracker = ser.tails[ser.last_file]
+            after = stats.file_lines.get(last_file, 0) - ser.last_line
+            if not tracker.any_ts:  # with timestamps, time decides
+                hang = tracker.result(after)
         anoms += hang
     for a in anoms:
         f = _base(a["kind"])
@@ -424,7 +371,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in findings:
         f["facts"] = {k: _clean(v) for k, v in f["facts"].items()}
     findings.sort(key=lambda f: (f["ts"] is None, f["ts"] or 0, f["file"] or "", f["line"] or 0))
-    metrics = {k: _clean(v) for k, v in _metrics(an, idx, rank).items()}
+    metrics = {k: _clean(v) for k, v in _metrics(an, ser, rank).items()}
     roots = sorted((f for f in findings), key=lambda f: PRIORITY.index(f["kind"]))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
@@ -435,7 +382,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
-    steps = [{k: _clean(v) for k, v in t.row(k).items()} for k in range(min(len(t), 5000))]
+    steps = t.head  # already JSON-clean (table.head_rows)
     return {
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,

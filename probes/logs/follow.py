@@ -48,7 +48,7 @@ def _send(alert: dict, on_alert: str | None, out=sys.stdout) -> None:
 
 def follow_file(path: str, settings, *, on_alert: str | None = None, no_progress_s: float = 600.0,
                 poll_s: float = 0.5, max_seconds: float | None = None, out=sys.stdout) -> None:
-    an = LogAnalyzer()
+    an = LogAnalyzer(settings)
     stats = ReadStats()
     seen: set = set()
     fh = None

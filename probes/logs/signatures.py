@@ -392,7 +392,11 @@ RULES: list[Rule] = [
 
 #: Literal words whose presence makes a line worth parsing (the bulk prefilter, also grep's list).
 KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill")]
+    [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill",
+                                                   "onnect")]
+    # "onnect" would make every "NCCL INFO Connected all rings" line a candidate; the rule's
+    # regex needs one of these two
+    + ["RendezvousConnectionError", "failed to connect"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",

@@ -1,62 +1,231 @@
-"""The per-step table, stored by column in typed arrays so memory stays small on huge logs."""
+"""The per-step table, streamed: records arrive in column batches and are never all kept.
+
+A 2 GB log holds millions of steps; keeping them (and the lists an end-of-run anomaly pass
+builds from them) cost gigabytes. :class:`StepStore` keeps only what the report needs:
+
+- the first ``HEAD_ROWS`` rows for the JSON ``steps`` list,
+- a bounded, evenly thinned sample of (x, loss, grad norm) for ``--plot``,
+- per rank, a :class:`~probes.logs.series.RankSeries` (running metrics and streaming anomaly
+  detectors with bounded windows),
+- with ``spill=True`` (``--csv`` / ``--parquet``) every batch appended to a temporary file
+  that the export streams back.
+
+A batch is a dict of NumPy columns: ``FLOAT_COLS`` as float64 (NaN = not printed) and
+``INT_COLS`` as int64 (``NONE`` = absent); ``file`` is an index into ``StepStore.files``.
+Single records from the per-line parsers are buffered and converted in batches too.
+"""
 
 from __future__ import annotations
 
 import math
-from array import array
+import os
+import pickle
+import tempfile
+
+import numpy as np
 
 #: float columns of the table (NaN = not printed)
 FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",
               "tflops", "mfu_pct", "memory_gib", "epoch", "skipped", "nan_iters", "ts")
 INT_COLS = ("step", "iter", "rank", "line", "file", "has_loss", "has_grad_norm")
-_NONE = -(2**62)
+NONE = -(2**62)
+_NONE = NONE  # older name
+HEAD_ROWS = 5000
+#: rows kept for the plot; beyond this the sample is thinned (every other row dropped)
+PLOT_ROWS = 20000
+#: single records from the per-line parsers buffered before they become a batch
+PENDING_ROWS = 4096
 
 
-class StepTable:
-    def __init__(self) -> None:
-        self.f = {c: array("d") for c in FLOAT_COLS}
-        self.i = {c: array("q") for c in INT_COLS}
+def empty_batch(n: int = 0) -> dict:
+    b = {c: np.full(n, math.nan) for c in FLOAT_COLS}
+    b.update({c: np.full(n, NONE, dtype=np.int64) for c in INT_COLS})
+    return b
+
+
+def batch_len(b: dict) -> int:
+    return len(b["line"])
+
+
+def take(b: dict, sel) -> dict:
+    """Rows ``sel`` (a slice, boolean mask or index array) of batch ``b``."""
+    return {c: a[sel] for c, a in b.items()}
+
+
+def rows_to_batch(rows: list[tuple]) -> dict:
+    """(rec, line, rank, ts, file_id) tuples from the per-line path → one batch."""
+    n = len(rows)
+    b = {}
+    for c in FLOAT_COLS:
+        if c == "ts":
+            b[c] = np.array([math.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
+        else:
+            b[c] = np.array([float(v) if (v := r[0].get(c)) is not None else math.nan for r in rows],
+                            dtype=np.float64)
+    for c in ("step", "iter"):
+        b[c] = np.array([NONE if (v := r[0].get(c)) is None else int(v) for r in rows], dtype=np.int64)
+    b["rank"] = np.array([NONE if r[2] is None else r[2] for r in rows], dtype=np.int64)
+    b["line"] = np.array([r[1] for r in rows], dtype=np.int64)
+    b["file"] = np.array([r[4] for r in rows], dtype=np.int64)
+    b["has_loss"] = np.array([int("loss" in r[0]) for r in rows], dtype=np.int64)
+    b["has_grad_norm"] = np.array([int("grad_norm" in r[0]) for r in rows], dtype=np.int64)
+    assert all(len(a) == n for a in b.values())
+    return b
+
+
+def pack(b: dict) -> dict:
+    """A batch without its empty columns (most formats print a few of the fields), for spilling."""
+    out: dict = {"_n": batch_len(b)}
+    for c, a in b.items():
+        if c in FLOAT_COLS:
+            if not np.isnan(a).all():
+                out[c] = a
+        elif not (a == NONE).all():
+            out[c] = a
+    return out
+
+
+def unpack(p: dict) -> dict:
+    b = empty_batch(p["_n"])
+    b.update((c, a) for c, a in p.items() if c != "_n")
+    return b
+
+
+def _json_float(v: float) -> float | str:
+    """The JSON document spells a printed NaN / Inf as a string."""
+    if v != v:
+        return "nan"
+    return ("inf" if v > 0 else "-inf") if v in (math.inf, -math.inf) else v
+
+
+def head_rows(b: dict, k: int, files: list[str]) -> list[dict]:
+    """The first ``k`` rows as the JSON ``steps`` entries (None = absent, "nan" = printed NaN)."""
+    cols: dict[str, list] = {}
+    for c in ("step", "iter", "rank"):
+        cols[c] = [None if v == NONE else v for v in b[c][:k].tolist()]
+    for c in FLOAT_COLS:
+        vals = b[c][:k].tolist()
+        if c in ("loss", "grad_norm"):  # a printed NaN stays (as "nan"); an absent value is None
+            cols[c] = [_json_float(v) if h else None for v, h in zip(vals, b["has_" + c][:k].tolist())]
+        else:
+            cols[c] = [None if v != v else _json_float(v) for v in vals]
+    cols["line"] = b["line"][:k].tolist()
+    cols["file"] = [files[f] for f in b["file"][:k].tolist()]
+    names = list(cols)
+    return [dict(zip(names, row)) for row in zip(*cols.values())]
+
+
+class StepStore:
+    def __init__(self, settings=None, spill: bool = False) -> None:
+        from probes.logs.config import Settings
+        from probes.logs.detectors import NanDetector
+
+        self.settings = settings or Settings()
         self.files: list[str] = []
         self._file_ids: dict[str, int] = {}
+        self.total = 0
+        self.head: list[dict] = []
+        self.counts: dict[int, int] = {}
+        self.series: dict[int, object] = {}
+        self.all_nan = NanDetector()
+        self._plot: dict[str, np.ndarray] = {"x": np.empty(0), "loss": np.empty(0), "grad_norm": np.empty(0)}
+        self._plot_stride = 1
+        self._plot_seen = 0
+        self.spill_path: str | None = None
+        self._spill_fh = None
+        if spill:
+            fd, self.spill_path = tempfile.mkstemp(prefix="llmdiag-steps-", suffix=".pkl")
+            self._spill_fh = os.fdopen(fd, "wb")
+
+    # -- input -----------------------------------------------------------------------------
+    def file_id(self, file: str) -> int:
+        fid = self._file_ids.get(file)
+        if fid is None:
+            fid = self._file_ids[file] = len(self.files)
+            self.files.append(file)
+        return fid
 
     def __len__(self) -> int:
-        return len(self.i["line"])
+        return self.total
 
-    def add(self, rec: dict, file: str, line: int, rank: int | None, ts: float | None) -> int:
-        fid = self._file_ids.setdefault(file, len(self.files))
-        if fid == len(self.files):
-            self.files.append(file)
-        for c in FLOAT_COLS:
-            v = ts if c == "ts" else rec.get(c)
-            self.f[c].append(math.nan if v is None else float(v))
-        for c, v in (("step", rec.get("step")), ("iter", rec.get("iter")), ("rank", rank), ("line", line),
-                     ("file", fid), ("has_loss", int("loss" in rec)), ("has_grad_norm", int("grad_norm" in rec))):
-            self.i[c].append(_NONE if v is None else int(v))
-        return len(self) - 1
+    def add_batch(self, b: dict) -> None:
+        """Append a batch (file ids already this store's, duplicates already dropped)."""
+        if batch_len(b):
+            self._ingest(b)
 
-    def get(self, col: str, idx: int):
-        if col in self.f:
-            v = self.f[col][idx]
-            if col in ("loss", "grad_norm"):  # a printed NaN stays NaN; an absent value is None
-                return v if self.i["has_" + col][idx] else None
-            return None if math.isnan(v) else v
-        v = self.i[col][idx]
-        if col == "file":
-            return self.files[v]
-        return None if v == _NONE else v
+    def _ingest(self, b: dict) -> None:
+        from probes.logs.series import RankSeries
 
-    def row(self, idx: int) -> dict:
-        r = {c: self.get(c, idx) for c in ("step", "iter", "rank")}
-        for c in FLOAT_COLS:
-            r[c] = self.get(c, idx)
-        r["line"], r["file"] = self.get("line", idx), self.get("file", idx)
-        return r
+        n = batch_len(b)
+        if len(self.head) < HEAD_ROWS:
+            self.head += head_rows(b, min(n, HEAD_ROWS - len(self.head)), self.files)
+        if self._spill_fh is not None:
+            pickle.dump(pack(b), self._spill_fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._sample_plot(b)
+        self.total += n
+        self.all_nan.feed(b, self.files)
+        ranks = b["rank"]
+        first = int(ranks[0])
+        groups = [(first, None)] if (ranks == first).all() else [(int(r), ranks == r) for r in np.unique(ranks)]
+        for r, mask in groups:
+            sub = b if mask is None else take(b, mask)
+            self.counts[r] = self.counts.get(r, 0) + batch_len(sub)
+            s = self.series.get(r)
+            if s is None:
+                s = self.series[r] = RankSeries(self.settings)
+            s.feed(sub, self.files)
 
-    def indices(self, rank: int | None) -> list[int]:
-        want = _NONE if rank is None else rank
-        col = self.i["rank"]
-        return [k for k in range(len(col)) if col[k] == want]
+    def _sample_plot(self, b: dict) -> None:
+        x = np.where(b["step"] != NONE, b["step"], b["iter"]).astype(np.float64)
+        idx = np.arange(self._plot_seen, self._plot_seen + batch_len(b))
+        x = np.where(x == NONE, idx, x)  # the plot's fallback x is the row number
+        keep = (idx % self._plot_stride) == 0
+        loss = np.where(b["has_loss"] == 1, b["loss"], math.nan)
+        gn = np.where(b["has_grad_norm"] == 1, b["grad_norm"], math.nan)
+        for k, v in (("x", x), ("loss", loss), ("grad_norm", gn)):
+            self._plot[k] = np.concatenate([self._plot[k], v[keep]])
+        self._plot_seen += batch_len(b)
+        while len(self._plot["x"]) > PLOT_ROWS:
+            self._plot = {k: v[::2] for k, v in self._plot.items()}
+            self._plot_stride *= 2
 
+    # -- output ----------------------------------------------------------------------------
     def ranks(self) -> list[int | None]:
-        seen = sorted(set(self.i["rank"]))
-        return [None if r == _NONE else r for r in seen]
+        return [None if r == NONE else r for r in sorted(self.counts)]
+
+    def primary_rank(self) -> int | None:
+        """The rank with the most records (ties: no rank, then the lowest rank)."""
+        if not self.counts:
+            return None
+        best = max(self.counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        return None if best == NONE else best
+
+    def series_of(self, rank: int | None):
+        return self.series.get(NONE if rank is None else rank)
+
+    def plot_sample(self) -> dict[str, np.ndarray]:
+        return self._plot
+
+    def iter_batches(self):
+        """Every batch again, in order (needs ``spill=True``)."""
+        if self.spill_path is None:
+            raise RuntimeError("the step table was not spilled (StepStore(spill=True))")
+        if self._spill_fh is not None:
+            self._spill_fh.flush()
+        with open(self.spill_path, "rb") as fh:
+            while True:
+                try:
+                    yield unpack(pickle.load(fh))
+                except EOFError:
+                    return
+
+    def close(self) -> None:
+        if self._spill_fh is not None:
+            self._spill_fh.close()
+            self._spill_fh = None
+        if self.spill_path is not None:
+            try:
+                os.unlink(self.spill_path)
+            except OSError:
+                pass
+            self.spill_path = None

@@ -1,0 +1,331 @@
+"""Progress lines in bulk: a per-file line template learned from one parsed line, applied to
+whole chunks with one ``re.split``.
+
+In a training log the progress line repeats with only its numbers changing. After the
+per-line parsers have turned one such line into a step record, :func:`learn` replaces every
+number in it by a capture group and works out, by re-parsing the line with probe numbers,
+which group feeds which field and how (``int``, ``float``, × 1000 for seconds, ÷ 1024 for
+MiB, negated). The template is accepted only when every probe line — numbers of 1 to 15
+digits, zero, leading zeros, and the line's own numbers — gives exactly the record the
+per-line path gives, with the same rank, no timestamp and no failure signature.
+
+``split(buf)`` then runs one regex over a whole chunk: the chunk comes back with every
+template line emptied (so line numbers and the remaining lines are unchanged and go to the
+normal prefilter) plus one column of strings per group, converted (vectorised, see
+:func:`decimals`) into the NumPy batch the step table takes. Nothing here decides a finding;
+where a chunk holds a line that starts a multi-line block, the reader goes back to reading
+the rest of that chunk line by line.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from probes.logs import prefixes, signatures
+from probes.logs.formats import parse_progress
+from probes.logs.table import FLOAT_COLS, NONE, empty_batch
+from probes.logs.unwrap import needs_continuation
+
+_NUM = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# unbounded repeats are faster in re; Template.split checks the lengths (_MAX_LEN)
+_SHAPE_RX = {"int": r"(\d+)", "dec": r"(\d+\.\d+)", "exp": r"(\d+(?:\.\d+)?[eE][-+]?\d+)"}
+_OPS = {
+    "int": int,
+    "negint": lambda t: -int(t),
+    "id": float,
+    "ms": lambda t: float(t) * 1000.0,
+    "mib": lambda t: float(t) / 1024.0,
+    "neg": lambda t: -float(t),
+    "negms": lambda t: -float(t) * 1000.0,
+    "negmib": lambda t: -float(t) / 1024.0,
+}
+def _shape(tok: str) -> str:
+    return "exp" if ("e" in tok or "E" in tok) else "dec" if "." in tok else "int"
+
+
+def _probe(shape: str, kind: str, i: int) -> str:
+    """A probe number of ``shape`` for slot ``i`` (``kind`` picks the family)."""
+    if kind in ("a", "b"):  # distinct per slot: tells which slot feeds which field
+        base = (1000 + 37 * i) if kind == "a" else (2000 + 53 * i)
+        return {"int": str(base), "dec": f"{base}.25", "exp": f"{base}.5e-0{1 + i % 7}"}[shape]
+    return {
+        "one": {"int": "7", "dec": "0.5", "exp": "5e-07"},
+        "long": {"int": "123456789012345", "dec": "123456789012.125", "exp": "123456789012.125E+12"},
+        "zero": {"int": "0", "dec": "0.0", "exp": "0.0e+00"},
+        "lead": {"int": "0042", "dec": "007.50", "exp": "01.5e-3"},
+    }[kind][shape]
+
+
+def _parse_line(text: str, file_rank: int | None):
+    """What the per-line path makes of one line on its own (see LogAnalyzer.__call__/_handle)."""
+    pre = prefixes.split_prefix(text.rstrip("\r\n"))
+    rank = pre.rank if pre.rank is not None else file_rank
+    msg = pre.message
+    ts = pre.ts if pre.ts is not None else prefixes.find_timestamp(msg)
+    if "WorkNCCL(" in msg and needs_continuation(msg):
+        return None
+    if signatures.match_line(msg):
+        return None
+    rec = parse_progress(msg) if ("oss" in msg or "iteration" in msg or "OSS" in msg) else None
+    return rec, rank, ts
+
+
+class Template:
+    def __init__(self, literals: list[str], shapes: list[str], fields: dict, const: dict, rank) -> None:
+        self.literals, self.shapes = literals, shapes
+        self.fields = fields  # canon -> (slot, op)
+        self.const = const  # canon -> value
+        self.rank = rank  # ("slot", i, op) or ("const", value)
+        body = "".join(re.escape(lit) + (_SHAPE_RX[shapes[i]] if i < len(shapes) else "")
+                       for i, lit in enumerate(literals))
+        self.regex = re.compile(("\n" + body + "(?=\n)").encode())
+        self.groups = len(shapes)
+
+    def line(self, nums: list[str]) -> str:
+        return "".join(lit + (nums[i] if i < len(nums) else "") for i, lit in enumerate(self.literals))
+
+    def expected(self, nums: list[str]) -> tuple[dict, int | None]:
+        rec = dict(self.const)
+        for canon, (slot, op) in self.fields.items():
+            rec[canon] = _OPS[op](nums[slot])
+        rank = self.rank[1] if self.rank[0] == "const" else _OPS[self.rank[2]](nums[self.rank[1]])
+        return rec, rank
+
+    # -- bulk -----------------------------------------------------------------------------
+    def used_slots(self) -> list[int]:
+        slots = {slot for slot, _op in self.fields.values()}
+        if self.rank[0] == "slot":
+            slots.add(self.rank[1])
+        return sorted(slots)
+
+    def split(self, buf: bytes):
+        """(rest, line numbers (1-based, in ``buf``) of the template lines, {slot: values}, newlines)
+        or None.
+
+        ``rest`` is ``buf`` with every template line emptied: the same lines, numbered alike.
+        The first line of ``buf`` is never a template line here (the regex needs the newline
+        before it); the line-by-line path reads it. None when a number is longer than the
+        template was verified for (the chunk is then read line by line).
+        """
+        parts = self.regex.split(buf)
+        g = self.groups + 1
+        n = (len(parts) - 1) // g
+        if not n:
+            return None
+        values = _convert(parts, g, n, self.used_slots(), self.shapes)
+        if values is None:
+            return None
+        pieces = parts[0::g]
+        rest = b"\n".join(pieces)
+        lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        seps = np.cumsum(lens[:-1]) + np.arange(n)  # the joining newlines stand for the template lines
+        nl = np.flatnonzero(np.frombuffer(rest, dtype=np.uint8) == 10)
+        lines = np.searchsorted(nl, seps) + 2
+        return rest, lines, values, len(nl)
+
+    def batch(self, values: dict, lines: np.ndarray, file_id: int) -> dict:
+        n = len(lines)
+        b = empty_batch(n)
+        for canon, (slot, op) in self.fields.items():
+            if canon not in FLOAT_COLS and canon not in ("step", "iter"):
+                continue
+            b[canon] = _apply(op, values[slot])
+        for canon, val in self.const.items():
+            if canon in FLOAT_COLS and val is not None:
+                b[canon] = np.full(n, float(val))
+            elif canon in ("step", "iter") and val is not None:
+                b[canon] = np.full(n, int(val), dtype=np.int64)
+        if self.rank[0] == "const":
+            b["rank"][:] = NONE if self.rank[1] is None else self.rank[1]
+        else:
+            b["rank"] = _apply(self.rank[2], values[self.rank[1]])
+        b["line"] = lines.astype(np.int64)
+        b["file"][:] = file_id
+        b["has_loss"][:] = int("loss" in self.fields or "loss" in self.const)
+        b["has_grad_norm"][:] = int("grad_norm" in self.fields or "grad_norm" in self.const)
+        return b
+
+    def last_value(self, canon: str, values: dict):
+        if canon in self.fields:
+            slot, op = self.fields[canon]
+            return _apply(op, values[slot][-1:])[0].item()
+        return self.const.get(canon)
+
+
+def _apply(op: str, v: np.ndarray) -> np.ndarray:
+    """An op of ``_OPS`` on converted numbers, with the same float operations."""
+    if op in ("int", "negint"):
+        return -v if op == "negint" else v
+    v = v.astype(np.float64)
+    if op.startswith("neg"):
+        v = -v
+    if op.endswith("ms"):
+        v = v * 1000.0
+    elif op.endswith("mib"):
+        v = v / 1024.0
+    return v
+
+
+#: longest number per shape the template was verified for (its probes) and that converts exactly
+_MAX_LEN = {"int": 15, "dec": 16, "exp": 24}
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_POW10F = np.array([10.0 ** k for k in range(23)])  # exact doubles
+
+
+def _convert(parts: list, g: int, n: int, slots: list[int], shapes: list[str]) -> dict | None:
+    """The numbers of the used slots, as int64 (``int``) or float64 arrays; None if one is too long."""
+    out: dict = {}
+    flat_slots = [k for k in slots if shapes[k] != "exp"]
+    if flat_slots:
+        toks: list[bytes] = []
+        for k in flat_slots:
+            toks += parts[k + 1::g]
+        lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        per = lens.reshape(len(flat_slots), n).max(axis=1)
+        if any(int(m) > _MAX_LEN[shapes[k]] for k, m in zip(flat_slots, per)):
+            return None
+        mant, frac = _decimals(b"".join(toks), lens)
+        mant, frac = mant.reshape(len(flat_slots), n), frac.reshape(len(flat_slots), n)
+        for i, k in enumerate(flat_slots):
+            out[k] = mant[i] if shapes[k] == "int" else mant[i] / _POW10F[frac[i]]
+    for k in slots:
+        if shapes[k] == "exp":
+            col = parts[k + 1::g]
+            if max(map(len, col)) > _MAX_LEN["exp"]:
+                return None
+            out[k] = _floats(col, n)
+    return out
+
+
+def _decimals(chars: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mantissas and fraction-digit counts of concatenated numbers (digits, at most one '.').
+
+    mantissa / 10**fraction_digits, with at most 15 digits (callers check the length), is
+    exact in a double, and so is 10**k (k <= 15): one IEEE division then gives the correctly
+    rounded value, i.e. exactly ``float(text)`` (Clinger's fast path).
+    """
+    c = np.frombuffer(chars, dtype=np.uint8)
+    if not len(c):
+        return np.zeros(len(lens), dtype=np.int64), np.zeros(len(lens), dtype=np.int64)
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    digit = c != 46
+    cs = np.cumsum(digit)
+    last = cs[ends - 1]
+    after = np.repeat(last, lens) - cs  # digits to the right of each character, in its number
+    vals = np.where(digit, c.astype(np.int64) - 48, 0) * _POW10[np.minimum(after, 18)]
+    mant = np.add.reduceat(vals, starts)
+    has_dot = np.add.reduceat(~digit, starts).astype(bool)
+    frac = np.zeros(len(lens), dtype=np.int64)
+    frac[has_dot] = last[has_dot] - cs[np.flatnonzero(~digit)]  # digits after the (one) dot
+    return mant, frac
+
+
+def decimals(col: list[bytes], n: int, shape: str) -> np.ndarray | None:
+    """``int`` (shape ``int``) or ``float`` (``dec``) of each string, vectorised; None if too long."""
+    lens = np.fromiter(map(len, col), dtype=np.int64, count=n)
+    if lens.max(initial=0) > _MAX_LEN[shape]:
+        return None
+    mant, frac = _decimals(b"".join(col), lens)
+    return mant if shape == "int" else mant / _POW10F[frac]
+
+
+def _floats(col: list[bytes], n: int) -> np.ndarray:
+    """``float`` of each string; a column of few distinct strings (lr, loss scale) converts each once."""
+    if len(set(col[:256])) * 4 < min(n, 256):
+        conv = {t: float(t) for t in set(col)}
+        return np.fromiter(map(conv.__getitem__, col), dtype=np.float64, count=n)
+    return np.fromiter(map(float, col), dtype=np.float64, count=n)
+
+
+def _same(a, b) -> bool:
+    return a == b and type(a) is type(b)
+
+
+def _find_op(value, text: str) -> str | None:
+    for name, op in _OPS.items():
+        try:
+            if _same(op(text), value):
+                return name
+        except ValueError:
+            continue
+    return None
+
+
+def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
+    """A template for lines shaped like ``text`` (a progress line), or None when it is unsafe."""
+    text = text.rstrip("\r\n")
+    if not text.isascii() or not text.isprintable() or len(text) > 2000:
+        return None
+    toks = list(_NUM.finditer(text))
+    if not toks or len(toks) > 40:
+        return None
+    literals, pos = [], 0
+    for m in toks:
+        literals.append(text[pos:m.start()])
+        pos = m.end()
+    literals.append(text[pos:])
+    for i, lit in enumerate(literals):
+        # thousands separators ("5,580") and glued numbers change meaning with the digit count
+        if 0 < i < len(toks) and lit in ("", ","):
+            return None
+    if any("->" in lit for lit in literals):
+        return None  # the NCCL return-code prefilter pattern is numeric
+    fixed = "0".join(literals)
+    if any((r.keyword.lower() in fixed.lower()) if r.keyword == "nccl" else (r.keyword in fixed)
+           for r in signatures.RULES):
+        return None  # a signature rule could fire for some numbers (e.g. "exitcode: -9") but not the probes
+    shapes = [_shape(m[0]) for m in toks]
+    nums_a = [_probe(s, "a", i) for i, s in enumerate(shapes)]
+    nums_b = [_probe(s, "b", i) for i, s in enumerate(shapes)]
+    draft = Template(literals, shapes, {}, {}, ("const", None))
+    got_a, got_b = _parse_line(draft.line(nums_a), file_rank), _parse_line(draft.line(nums_b), file_rank)
+    if got_a is None or got_b is None or got_a[0] is None or got_b[0] is None:
+        return None
+    rec_a, rank_a, _ = got_a
+    rec_b, rank_b, _ = got_b
+    if rec_a.get("eval") or "extra" in rec_a or set(rec_a) != set(rec_b):
+        return None
+    fields: dict = {}
+    const: dict = {}
+    for canon, va in rec_a.items():
+        vb = rec_b[canon]
+        for slot in range(len(shapes)):
+            op = _find_op(va, nums_a[slot])
+            if op is not None and _find_op(vb, nums_b[slot]) == op:
+                fields[canon] = (slot, op)
+                break
+        else:
+            if not _same(va, vb):
+                return None
+            const[canon] = va
+    if rank_a == rank_b:
+        rank = ("const", rank_a)
+    else:
+        rank = None
+        for slot in range(len(shapes)):
+            op = _find_op(rank_a, nums_a[slot])
+            if op in ("int", "negint") and _find_op(rank_b, nums_b[slot]) == op:
+                rank = ("slot", slot, op)
+                break
+        if rank is None:
+            return None
+    tpl = Template(literals, shapes, fields, const, rank)
+    own = [m[0] for m in toks]
+    probes = [nums_a, nums_b, own] + [[_probe(s, k, i) for i, s in enumerate(shapes)]
+                                      for k in ("one", "long", "zero", "lead")]
+    for nums in probes:
+        line = tpl.line(nums)
+        got = _parse_line(line, file_rank)
+        if got is None or got[0] is None or got[2] is not None:
+            return None
+        rec, rank_got, _ = got
+        want, want_rank = tpl.expected(nums)
+        if set(rec) != set(want) or any(not _same(rec[k], want[k]) for k in rec) or rank_got != want_rank:
+            return None
+        m = tpl.regex.match(("\n" + line + "\n").encode())
+        if not prefilter.search(line.encode()) or m is None or m.end() != len(line) + 1:
+            return None
+    return tpl

@@ -1,0 +1,103 @@
+"""Rolling-window helpers shared by the streaming detectors and the metrics of one rank.
+
+A record's position (step, else iteration, else epoch), the location a finding reports,
+rolling minima / maxima over the previous ``w`` values of a batch (for the vectorised
+"nothing can fire here" bounds), the robust median / MAD spread, and a bounded median.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from probes.logs.table import NONE
+
+
+def fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def xval(b: dict, i: int) -> tuple[str, float | int | None]:
+    """The record's position: its step, else its iteration, else its epoch."""
+    for col in ("step", "iter"):
+        v = int(b[col][i])
+        if v != NONE:
+            return col, v
+    e = float(b["epoch"][i])
+    return "epoch", None if math.isnan(e) else e
+
+
+def where(b: dict, i: int, files: list[str]) -> dict:
+    name, x = xval(b, i)
+    step = int(b["step"][i]) if b["step"][i] != NONE else (int(b["iter"][i]) if b["iter"][i] != NONE else None)
+    ts = float(b["ts"][i])
+    rank = int(b["rank"][i])
+    return {"x_name": name, "x": x, "line": int(b["line"][i]), "file": files[int(b["file"][i])],
+            "rank": None if rank == NONE else rank, "step": step, "ts": None if math.isnan(ts) else ts}
+
+
+def finding(kind: str, at: dict, message: str, facts: dict) -> dict:
+    d = dict(at)
+    d.update(kind=kind, message=message, facts=facts)
+    return d
+
+
+def xs(b: dict) -> np.ndarray:
+    """Positions as floats (NaN = none): step, else iter, else epoch."""
+    step, it = b["step"], b["iter"]
+    x = np.where(step != NONE, step, it).astype(np.float64)
+    return np.where(np.where(step != NONE, step, it) == NONE, b["epoch"], x)
+
+
+def rolling(prev: list[float], v: np.ndarray, w: int, fn) -> np.ndarray:
+    """For each v[p], fn (np.min / np.max) over the ``w`` values before it in prev + v (inf pad)."""
+    pad = math.inf if fn is np.min else -math.inf
+    c = np.concatenate([np.full(w, pad), np.asarray(prev, dtype=np.float64), v])
+    win = sliding_window_view(c, w)[len(prev):len(prev) + len(v)]
+    return fn(win, axis=1)
+
+
+def robust(values: list[float]) -> tuple[float, float]:
+    med = statistics.median(values)
+    mad = statistics.median([abs(v - med) for v in values])
+    return med, 1.4826 * mad
+
+
+class MedianSketch:
+    """Exact median up to CAP values, then over every 2nd, 4th, ... value."""
+
+    CAP = 1 << 16
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+        self.n = 0
+        self.seen = 0
+        self.stride = 1
+
+    def add(self, v: np.ndarray) -> None:
+        if self.stride > 1:
+            idx = np.arange(self.seen, self.seen + len(v))
+            self.seen += len(v)
+            v = v[idx % self.stride == 0]
+        else:
+            self.seen += len(v)
+        if len(v):
+            self.parts.append(np.asarray(v, dtype=np.float64))
+            self.n += len(v)
+        if self.n > self.CAP:
+            allv = np.concatenate(self.parts)[::2]
+            self.parts, self.n, self.stride = [allv], len(allv), self.stride * 2
+
+    def __len__(self) -> int:
+        return self.n
+
+    def median(self) -> float:
+        return statistics.median(np.concatenate(self.parts).tolist())
+
+
+def opt(v) -> float | None:
+    v = float(v)
+    return None if math.isnan(v) else v
