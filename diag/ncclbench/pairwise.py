@@ -192,6 +192,11 @@ def measure(group, device, rank: int, n: int, *, nbytes: int, iters: int, low_fr
                 link["rechecked"] = True
     verdict = localise(labels, links, low_fraction)
     notes = []
+    # Every rank on one host with CPU tensors: the "links" are loopback, and their differences
+    # say more about the CPU load than about a network.
+    loopback = len(set(hosts)) == 1 and getattr(device, "type", str(device)) == "cpu"
+    if loopback and m >= 2:
+        notes.append("all ranks on one host over loopback: differences reflect CPU load, not a network")
     if m < 2:
         notes.append("only one node: nothing to compare")
     elif m == 2:
@@ -201,6 +206,7 @@ def measure(group, device, rank: int, n: int, *, nbytes: int, iters: int, low_fr
         "iters": iters,
         "low_fraction": low_fraction,
         "nodes": [{"node": label, "rank": r} for label, r in units],
+        "loopback": loopback,
         "links": [dict(lk, a=labels[lk["a"]], b=labels[lk["b"]]) for lk in links],
         **verdict,
         "notes": notes,

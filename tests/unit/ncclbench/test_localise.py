@@ -36,3 +36,13 @@ def test_slow_link_between_healthy_nodes():
 def test_noise_within_the_fraction_is_not_slow():
     v = localise(LABELS, links((0, 1, 10.0), (1, 2, 6.0), (2, 3, 8.0), (3, 0, 7.0)), 0.5)
     assert v["slow_nodes"] == [] and v["slow_links"] == []
+
+
+def test_loopback_slow_link_warns_instead_of_failing():
+    from diag.ncclbench import verdict
+
+    pw = {"nodes": [{"node": "h:rank0"}, {"node": "h:rank1"}, {"node": "h:rank2"}], "links": [],
+          **localise(["h:rank0", "h:rank1", "h:rank2"], links((0, 1, 1.0), (1, 2, 1.0), (2, 0, 0.2)), 0.5)}
+    doc = {"collectives": [], "spec": {"check": False}, "straggler": None}
+    assert [f["status"] for f in verdict.findings(dict(doc, pairwise=dict(pw, loopback=True)), None, 0.9)] == ["warn"]
+    assert [f["status"] for f in verdict.findings(dict(doc, pairwise=dict(pw, loopback=False)), None, 0.9)] == ["fail"]
