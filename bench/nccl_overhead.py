@@ -1,7 +1,8 @@
 """Does `llmdiag nccl-bench` add measurement bias? Its busbw against a bare timing loop.
 
 Usage: python bench/nccl_overhead.py [--nproc 2] [--sizes 16M,32M,64M] [-C all] [--reps 5]
-                                     [--iters 10] [--warmup 2] [--timeout 600]
+                                     [--iters 10] [--warmup 2] [--timeout 900] [--json FILE]
+       python bench/nccl_overhead.py --report FILE      (the table of an earlier --json run)
 
 Starts ``--nproc`` gloo ranks on 127.0.0.1 (CPU). In that one process group, for every
 collective and size, it alternates ``--reps`` times between
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import socket
 import statistics
@@ -154,9 +156,17 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900.0, help="bound on the whole run (s)")
     ap.add_argument("--json", help="also write the raw samples here")
+    ap.add_argument("--report", metavar="JSON", help="print the table of an earlier --json file and exit")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.report:
+        try:
+            saved = json.loads(Path(args.report).read_text())
+        except (OSError, ValueError) as exc:
+            ap.error(f"--report: cannot read {args.report}: {exc}")
+        report(saved["samples"], saved["meta"])
+        return
     args.sizes = parse_sizes(ap, args.sizes)
     picked = args.collective or ["all"]
     args.collectives = list(ALL) if "all" in picked else list(dict.fromkeys(picked))
@@ -191,9 +201,11 @@ def run(args) -> None:
                     p.kill()
                     p.wait()
         samples = json.loads(out.read_text())
+    meta = {"nproc": args.nproc, "reps": args.reps, "iters": args.iters, "warmup": args.warmup,
+            "wall_s": time.monotonic() - started}
     if args.json:
-        Path(args.json).write_text(json.dumps(samples, indent=1))
-    report(samples, args, time.monotonic() - started)
+        Path(args.json).write_text(json.dumps({"meta": meta, "samples": samples}, indent=1))
+    report(samples, meta)
 
 
 def wait(procs: list[subprocess.Popen], deadline: float) -> None:
@@ -212,22 +224,33 @@ def wait(procs: list[subprocess.Popen], deadline: float) -> None:
         time.sleep(0.1)
 
 
-def report(samples: list[dict], args, wall_s: float) -> None:
-    print(f"# nccl-bench overhead: gloo on CPU, {args.nproc} ranks, {args.reps} alternating repetitions, "
-          f"{args.iters} timed + {args.warmup} warm-up iterations each; wall {wall_s:.0f} s")
+def report(samples: list[dict], meta: dict) -> None:
+    print(f"# nccl-bench overhead: gloo on CPU, {meta['nproc']} ranks, {meta['reps']} alternating repetitions, "
+          f"{meta['iters']} timed + {meta['warmup']} warm-up iterations each; wall {meta['wall_s']:.0f} s")
     print(f"# {'collective':<15}{'size (B)':>12}{'tool busbw':>12}{'bare busbw':>12}{'ratio':>8}"
           f"{'min':>7}{'max':>7}  (busbw in GB/s, medians; goal ratio >= {GOAL})")
-    ratios = []
-    for name in args.collectives:
-        for size in args.sizes:
+    names = list(dict.fromkeys(s["collective"] for s in samples))
+    sizes = sorted({s["size"] for s in samples})
+
+    def ratios(rows):
+        return [s["tool"] / s["bare"] for s in rows]
+
+    for name in names:
+        for size in sizes:
             rows = [s for s in samples if s["collective"] == name and s["size"] == size]
-            r = [s["tool"] / s["bare"] for s in rows]
+            r = ratios(rows)
             ratio = statistics.median(r)
-            ratios.append(ratio)
             print(f"  {name:<15}{size:>12}{statistics.median(s['tool'] for s in rows):>12.3f}"
                   f"{statistics.median(s['bare'] for s in rows):>12.3f}{ratio:>8.3f}{min(r):>7.3f}{max(r):>7.3f}"
                   f"  {'OK' if ratio >= GOAL else 'BELOW GOAL'}")
-    print(f"# median of all ratios: {statistics.median(ratios):.3f}; lowest: {min(ratios):.3f}")
+    print("# pooled over sizes (median ratio):  "
+          + "  ".join(f"{n} {statistics.median(ratios([s for s in samples if s['collective'] == n])):.3f}"
+                      for n in names))
+    allr = ratios(samples)
+    geo = math.exp(statistics.mean(math.log(r) for r in allr))
+    first = [statistics.median(ratios([s for s in samples if s["rep"] % 2 == k])) for k in (0, 1)]
+    print(f"# all {len(allr)} pairs: median ratio {statistics.median(allr):.3f}, geometric mean {geo:.3f}; "
+          f"tool measured first {first[0]:.3f}, bare loop first {first[1]:.3f} (the alternation cancels this)")
 
 
 if __name__ == "__main__":
