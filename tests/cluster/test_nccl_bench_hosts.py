@@ -3,7 +3,8 @@
 Every host (a network namespace with its own eth0 and hostname node-k, see testbed.py) runs
 one gloo rank over eth0, meeting at host 0. Host 2's egress is shaped with
 `tbf rate 40mbit burst 64kb latency 50ms` (5 MB/s, against hundreds of MB/s on the healthy
-veth links), and `--pairwise` must name node-2 and nothing else. The test bed deletes its
+veth links), and `--pairwise` must name node-2 and nothing else; a shaped direct cable between
+two healthy hosts must be named as a link. The test bed deletes its
 namespaces, and with them the qdisc, when the `with` block ends, also on failure.
 """
 
@@ -60,6 +61,36 @@ def test_pairwise_names_exactly_the_slowed_host(tmp_path):
     (finding,) = [f for f in doc["findings"] if f["status"] == "fail" and f["check"].startswith("pairwise")]
     assert finding["node"] == "node-2" and finding["runbook"] == "slow-link"
     print(f"4 hosts, node-2 at 40mbit: named in {wall:.1f} s; links {links(doc)}")
+
+
+def slow_cable(tb, a: int, b: int, rate: str = "40mbit") -> None:
+    """A direct veth "cable" between hosts a and b, routed for their two addresses only and shaped
+    at a's end: one slow link, both hosts healthy otherwise. (This kernel has no classful qdiscs
+    such as prio/htb to shape one destination on eth0.) It goes away with the namespaces."""
+    def run(*argv):
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, f"{' '.join(argv)}: {p.stderr}"
+
+    run("ip", "-n", tb.ns(a), "link", "add", "cable", "type", "veth", "peer", "name", "cable", "netns", tb.ns(b))
+    for k, peer in ((a, b), (b, a)):
+        run("ip", "-n", tb.ns(k), "link", "set", "cable", "up")
+        run("ip", "-n", tb.ns(k), "route", "add", f"{tb.addr(peer)}/32", "dev", "cable", "src", tb.addr(k))
+    run("ip", "netns", "exec", tb.ns(a), "tc", "qdisc", "add", "dev", "cable", "root", "tbf", "rate", rate, "burst",
+        "64kb", "latency", "50ms")
+
+
+def test_pairwise_names_a_slow_link_between_healthy_hosts(tmp_path):
+    with Testbed(4) as tb:
+        slow_cable(tb, 1, 2)
+        results, doc, wall = run_bench(tb, 4, tmp_path, "--pairwise")
+    assert [rc for rc, _ in results] == [1, 1, 1, 1], results
+    pw = doc["pairwise"]
+    assert pw["slow_nodes"] == [], links(doc)  # both ends are fine with their other peers
+    assert [(lk["a"], lk["b"]) for lk in pw["slow_links"]] == [("node-1", "node-2")], links(doc)
+    assert pw["slow_links"][0]["gbps"] < 0.01
+    (finding,) = [f for f in doc["findings"] if f["check"] == "pairwise/link"]
+    assert finding["status"] == "fail" and finding["runbook"] == "slow-link"
+    print(f"4 hosts, cable node-1 <-> node-2 at 40mbit: named in {wall:.1f} s; links {links(doc)}")
 
 
 def test_healthy_hosts_pass(tmp_path):
