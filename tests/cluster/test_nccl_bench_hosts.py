@@ -136,7 +136,10 @@ def test_preflight_probe_runs_pairwise_and_blames_the_slow_host(tmp_path):
             out, err = procs[0].communicate()
         wait_all(procs[1:], 20)
     assert procs[0].returncode == 1, err[-2000:]
-    results = [r for r in json.loads(out)["results"] if r["probe"] == "nccl"]
+    try:
+        results = [r for r in json.loads(out)["results"] if r["probe"] == "nccl"]
+    except json.JSONDecodeError:
+        raise AssertionError(f"rank 0 printed no JSON; stderr:\n{err[-2000:]}") from None
     failing = {(r["node"], r["check"], r["runbook"]) for r in results if r["status"] == "fail"}
     assert ("node-2", "pairwise/node", "slow-link") in failing, results
     assert ("node-0", "all_reduce/busbw", "nccl-low-bandwidth") in failing, results

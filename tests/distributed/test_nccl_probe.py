@@ -22,7 +22,10 @@ def preflight(tmp_path, config: str | None):
         argv[1:1] = ["-c", str(tmp_path / "llmdiag.toml")]
     proc = subprocess.run(llmdiag_argv(*argv), capture_output=True, text=True, env=cli_env(), timeout=180,
                           cwd=tmp_path)
-    doc = json.loads(proc.stdout)
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON report (exit {proc.returncode}); stderr:\n{proc.stderr[-2000:]}") from None
     return proc, {r["check"]: r for r in doc["results"] if r["probe"] == "nccl"}
 
 
