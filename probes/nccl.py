@@ -3,9 +3,9 @@
 Where it runs, in order:
 1. in the cluster agent's process group (``ctx.services["process_group"]``, one process per
    node): the numbers are the cluster's; after a low plateau (or a straggler) it also runs the
-   pairwise measurement to name the slow node or link (``auto_pairwise``). Each result lands
-   once in the cluster report, on the node it is about (a slow node reports itself; rank 0
-   reports busbw and correctness);
+   pairwise measurement to name the slow node or link (``auto_pairwise``). A finding that
+   names a node (slow node, slow link, straggler) is reported by that node only; busbw and
+   correctness by every node, as each took part;
 2. otherwise, only when the config has a ``[nccl_bench]`` section, a local run of
    ``probe_nproc`` CPU processes with gloo (checks the collective stack of this node);
 3. otherwise it skips: a default preflight must stay fast.
@@ -44,10 +44,8 @@ class NcclBenchProbe(BaseProbe):
         settings = probe_settings(section)
         group = ctx.services.get("process_group")
         if group is not None:
-            import torch.distributed as dist
-
             doc, where = self._in_group(ctx, group, settings), "cluster process group"
-            yield from self._group_results(ctx, doc, where, dist.get_rank(group))
+            yield from self._group_results(ctx, doc, where)
             return
         elif ctx.config.has_section("nccl_bench"):
             doc = self._local(ctx, settings, int(section["probe_nproc"]))
@@ -108,18 +106,14 @@ class NcclBenchProbe(BaseProbe):
         return verdict.build_doc({**doc["world"], "spec": doc["spec"], "rows": doc["results"],
                                   "pairwise": doc.get("pairwise")}, settings)
 
-    def _group_results(self, ctx, doc, where, rank):
-        """Every node holds the same document; each result is reported once, by the node it is
-        about: a finding naming a node (a slow node or link, a straggler) by that node, the
-        group-wide ones (busbw, correctness) by rank 0. The others only say they took part."""
-        mine = [f for f in doc["findings"] if (f["node"] == ctx.node if f["node"] else rank == 0)]
-        if rank == 0 or mine:
-            yield from self._results(ctx, dict(doc, findings=mine), where, group_wide=rank == 0)
-        else:
-            yield self.ok(ctx, "group", f"took part as rank {rank} of {doc['world']['world_size']} ({where}); "
-                                        "rank 0 reports the results, findings about this node would be here")
+    def _group_results(self, ctx, doc, where):
+        """Every node holds the same document. Group-wide results (busbw, correctness) are each
+        node's too (all took part); a finding that names a node (a slow node or link, a
+        straggler) is reported only by that node, so the cluster report blames the right one."""
+        mine = [f for f in doc["findings"] if not f["node"] or f["node"] == ctx.node]
+        yield from self._results(ctx, dict(doc, findings=mine), where)
 
-    def _results(self, ctx, doc, where, group_wide=True):
+    def _results(self, ctx, doc, where):
         data = {"plateau_busbw": doc["plateau_busbw"], "avg_busbw": doc["avg_busbw"], "where": where,
                 "world_size": doc["world"]["world_size"], "collectives": doc["collectives"],
                 "pairwise": doc.get("pairwise")}
@@ -131,6 +125,6 @@ class NcclBenchProbe(BaseProbe):
             else:
                 yield self.result(ctx, f["check"], Status(f["status"]), summary, evidence=ev,
                                   remediation=f["remediation"], runbook=f["runbook"], data=data)
-        if group_wide and doc.get("expected_busbw") is None:
+        if doc.get("expected_busbw") is None:
             yield self.ok(ctx, "busbw", f"plateau busbw {doc['plateau_busbw']:.3g} GB/s ({where}; no "
                                         "expected_busbw_gbps set, so nothing to compare)", data=data)
