@@ -3,7 +3,9 @@
 Where it runs, in order:
 1. in the cluster agent's process group (``ctx.services["process_group"]``, one process per
    node): the numbers are the cluster's; after a low plateau (or a straggler) it also runs the
-   pairwise measurement to name the slow node or link (``auto_pairwise``);
+   pairwise measurement to name the slow node or link (``auto_pairwise``). A finding that
+   names a node (slow node, slow link, straggler) is reported by that node only; busbw and
+   correctness by every node, as each took part;
 2. otherwise, only when the config has a ``[nccl_bench]`` section, a local run of
    ``probe_nproc`` CPU processes with gloo (checks the collective stack of this node);
 3. otherwise it skips: a default preflight must stay fast.
@@ -43,6 +45,8 @@ class NcclBenchProbe(BaseProbe):
         group = ctx.services.get("process_group")
         if group is not None:
             doc, where = self._in_group(ctx, group, settings), "cluster process group"
+            yield from self._group_results(ctx, doc, where)
+            return
         elif ctx.config.has_section("nccl_bench"):
             doc = self._local(ctx, settings, int(section["probe_nproc"]))
             where = f"local {section['probe_nproc']}-process gloo run"
@@ -102,6 +106,13 @@ class NcclBenchProbe(BaseProbe):
         return verdict.build_doc({**doc["world"], "spec": doc["spec"], "rows": doc["results"],
                                   "pairwise": doc.get("pairwise")}, settings)
 
+    def _group_results(self, ctx, doc, where):
+        """Every node holds the same document. Group-wide results (busbw, correctness) are each
+        node's too (all took part); a finding that names a node (a slow node or link, a
+        straggler) is reported only by that node, so the cluster report blames the right one."""
+        mine = [f for f in doc["findings"] if not f["node"] or f["node"] == ctx.node]
+        yield from self._results(ctx, dict(doc, findings=mine), where)
+
     def _results(self, ctx, doc, where):
         data = {"plateau_busbw": doc["plateau_busbw"], "avg_busbw": doc["avg_busbw"], "where": where,
                 "world_size": doc["world"]["world_size"], "collectives": doc["collectives"],
@@ -115,5 +126,5 @@ class NcclBenchProbe(BaseProbe):
                 yield self.result(ctx, f["check"], Status(f["status"]), summary, evidence=ev,
                                   remediation=f["remediation"], runbook=f["runbook"], data=data)
         if doc.get("expected_busbw") is None:
-            yield self.ok(ctx, "busbw", f"plateau busbw {doc['plateau_busbw']:.3f} GB/s ({where}; no "
+            yield self.ok(ctx, "busbw", f"plateau busbw {doc['plateau_busbw']:.3g} GB/s ({where}; no "
                                         "expected_busbw_gbps set, so nothing to compare)", data=data)

@@ -180,12 +180,12 @@ def per_collective(value: Any, collectives: Iterable[str]) -> dict[str, float]:
 
 def pairs(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Pairwise measurements as ``{a, b, busbw, status}`` (``pairwise`` section, any of its
-    usual layouts: a list of rows, or ``{"pairs": [...]}``)."""
+    usual layouts: a list of rows, or ``{"pairs": [...]}``, or nccl-bench's ``{"links": [...]}``)."""
     sec = doc.get("pairwise")
     if sec is None:
         sec = (doc.get("sections") or {}).get("pairwise")
     if isinstance(sec, Mapping):
-        sec = sec.get("pairs") or sec.get("results") or sec.get("rows") or ()
+        sec = sec.get("pairs") or sec.get("links") or sec.get("results") or sec.get("rows") or ()
     out = []
     for p in sec or ():
         if not isinstance(p, Mapping):
@@ -196,7 +196,7 @@ def pairs(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             a, b = p["nodes"]
         if a is None or b is None:
             continue
-        bw = p.get("busbw", p.get("busbw_gbps", p.get("algbw")))
+        bw = p.get("busbw", p.get("busbw_gbps", p.get("gbps", p.get("algbw"))))
         out.append({"a": str(a), "b": str(b), "busbw": finite(bw), "status": p.get("status")})
     return out
 

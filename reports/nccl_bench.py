@@ -104,7 +104,7 @@ def pairwise_lines(pw: Mapping[str, Any]) -> list[str]:
     ]
     slow = {(lk["a"], lk["b"]) for lk in pw["links"] if lk["gbps"] < pw["threshold_gbps"]}
     for lk in pw["links"]:
-        mark = "SLOW" if (lk["a"], lk["b"]) in slow else "ok"
+        mark = ("SLOW" if (lk["a"], lk["b"]) in slow else "ok") + (" (measured twice)" if lk.get("rechecked") else "")
         lines.append(f"#  {lk['a']:>16} <-> {lk['b']:<16} {lk['phase']:<6} {lk['gbps']:10.4f} GB/s  {mark}")
     for n in pw["slow_nodes"]:
         lines.append(f"# Slow node: {n['node']} (median link {n['median_gbps']:.4f} GB/s)")

@@ -117,48 +117,50 @@ def findings(doc: Mapping[str, Any], expected: float | None, min_fraction: float
             if plateau < floor:
                 out.append(_finding(
                     f"{name}/busbw", Status.FAIL,
-                    f"{name}: plateau busbw {plateau:.2f} GB/s is below {floor:.2f} GB/s "
+                    f"{name}: plateau busbw {plateau:.3g} GB/s is below {floor:.3g} GB/s "
                     f"({min_fraction:.0%} of the expected {expected:g} GB/s)",
                     evidence=[("plateau busbw", round(plateau, 3), expected, "GB/s")], runbook=RUNBOOK_LOW,
                     remediation="Run `llmdiag nccl-bench --pairwise` to find the slow node or link, and check "
                                 "NCCL_DEBUG=INFO for the transport and interface in use."))
             else:
                 out.append(_finding(f"{name}/busbw", Status.PASS,
-                                    f"{name}: plateau busbw {plateau:.2f} GB/s (expected {expected:g} GB/s)"))
+                                    f"{name}: plateau busbw {plateau:.3g} GB/s (expected {expected:g} GB/s)"))
     s = doc.get("straggler")
     if s and s["flagged"]:
         out.append(_finding(
             "straggler", Status.WARN,
-            f"rank {s['rank']} ({s['host']}) reaches {s['busbw']:.2f} GB/s, {s['fraction']:.0%} of the median "
-            f"rank's {s['median_busbw']:.2f} GB/s",
+            f"rank {s['rank']} ({s['host']}) reaches {s['busbw']:.3g} GB/s, {s['fraction']:.0%} of the median "
+            f"rank's {s['median_busbw']:.3g} GB/s",
             evidence=[("rank busbw", round(s["busbw"], 3), round(s["median_busbw"], 3), "GB/s")],
             runbook=RUNBOOK_STRAGGLER, node=s["host"],
             remediation=f"Check rank {s['rank']}'s host: CPU/GPU clocks and throttling, other processes, its "
                         "NIC; `llmdiag nccl-bench --pairwise` measures its links."))
     pw = doc.get("pairwise")
     if pw:
+        # Loopback "links" on one CPU host: worth showing, not worth failing a run over.
+        slow_status = Status.WARN if pw.get("loopback") else Status.FAIL
         for n in pw["slow_nodes"]:
-            links = ", ".join(f"{lk['peer']} {lk['gbps']:.3f}" for lk in n["links"])
+            links = ", ".join(f"{lk['peer']} {lk['gbps']:.3g}" for lk in n["links"])
             out.append(_finding(
-                "pairwise/node", Status.FAIL,
-                f"node {n['node']} is slow on its links: median {n['median_gbps']:.3f} GB/s vs reference "
-                f"{pw['reference_gbps']:.3f} GB/s (links: {links})",
+                "pairwise/node", slow_status,
+                f"node {n['node']} is slow on its links: median {n['median_gbps']:.3g} GB/s vs reference "
+                f"{pw['reference_gbps']:.3g} GB/s (links: {links})",
                 evidence=[("node median link", round(n["median_gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
                 runbook=RUNBOOK_SLOW_LINK, node=n["node"],
                 remediation=f"Drain {n['node']} or check its NIC: `ethtool`, `ip -s link`, `tc qdisc show`, "
                             "and NCCL_SOCKET_IFNAME / NCCL_IB_HCA on it."))
         for lk in pw["slow_links"]:
             out.append(_finding(
-                "pairwise/link", Status.FAIL,
-                f"link {lk['a']} <-> {lk['b']} is slow: {lk['gbps']:.3f} GB/s vs reference "
-                f"{pw['reference_gbps']:.3f} GB/s (both ends are fine with other peers)",
+                "pairwise/link", slow_status,
+                f"link {lk['a']} <-> {lk['b']} is slow: {lk['gbps']:.3g} GB/s vs reference "
+                f"{pw['reference_gbps']:.3g} GB/s (both ends are fine with other peers)",
                 evidence=[("link bandwidth", round(lk["gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
                 runbook=RUNBOOK_SLOW_LINK, node=lk["a"],
                 remediation=f"Check the cable, switch ports and routes between {lk['a']} and {lk['b']}."))
         if not pw["slow_nodes"] and not pw["slow_links"] and len(pw["nodes"]) >= 2:
             out.append(_finding("pairwise", Status.PASS,
                                 f"{len(pw['links'])} link(s) measured, none below "
-                                f"{pw['threshold_gbps']:.3f} GB/s"))
+                                f"{pw['threshold_gbps']:.3g} GB/s"))
     return out
 
 

@@ -42,3 +42,13 @@ def test_sizes():
 def test_bad_input_exit_2(args, needle):
     r = CliRunner().invoke(cli, ["nccl-bench", *args])
     assert r.exit_code == 2 and needle in r.output
+
+
+@pytest.mark.parametrize("line, needle", [('pairwise_bytes = "12Q"', "pairwise_bytes"),
+                                          ("pairwise_low_fraction = 3", "pairwise_low_fraction"),
+                                          ("pairwise_iters = 0", "pairwise_iters")])
+def test_bad_pairwise_config_exit_2(tmp_path, line, needle):
+    cfg = tmp_path / "llmdiag.toml"
+    cfg.write_text(f"[nccl_bench]\n{line}\n")
+    r = CliRunner().invoke(cli, ["nccl-bench", "--config", str(cfg), "--pairwise"])
+    assert r.exit_code == 2 and needle in r.output
