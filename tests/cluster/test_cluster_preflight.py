@@ -149,7 +149,7 @@ def test_paths_mtu_and_variables_differ_on_one_node_each(tmp_path):
     with Testbed(4) as tb:
         tb.set_mtu(1, 1400)
         run = Run(tb, 4, cfg, binds={2: {str(shared): str(local)}, 3: {str(parent): str(other)}},
-                  env={1: {"NCCL_IB_DISABLE": "1"}})
+                  env={1: {"NCCL_IB_DISABLE": "1"}}, timeout=30)
         doc = run.finish()
     fails = failing(doc)
     assert ("node-1", "consistency:mtu", "mtu-mismatch") in fails
