@@ -37,14 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-CONFIG = """
-[network]
-port_range = "29500-29503"
-connect_timeout_s = 1.0
-
-[cluster]
-share_wait_s = 2.0
-"""
+from tests.cluster.helpers import CONFIG  # noqa: E402 - the test bed's agent config (4 ports, short waits)
 
 
 # -- part 1: namespace hosts ---------------------------------------------------------------
