@@ -12,7 +12,7 @@ TORCH_PIP_ARGS ?=
 
 .PHONY: setup setup-test preflight test clean
 
-$(VENV)/.installed: pyproject.toml scripts/setup-venv.sh
+$(VENV)/.installed: pyproject.toml setup.py probes/logs/_fastscan.c scripts/setup-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_SPEC="$(TORCH_SPEC)" TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" sh scripts/setup-venv.sh
 	touch $@
 

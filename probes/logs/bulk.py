@@ -28,6 +28,11 @@ from probes.logs.formats import parse_progress
 from probes.logs.table import FLOAT_COLS, NONE, empty_batch
 from probes.logs.unwrap import needs_continuation
 
+try:  # the optional C accelerator (setup.py); without it the re.split path below does the same
+    from probes.logs import _fastscan
+except ImportError:  # pragma: no cover - depends on the install
+    _fastscan = None
+
 _NUM = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # unbounded repeats are faster in re; Template.split checks the lengths (_MAX_LEN)
 _SHAPE_RX = {"int": r"(\d+)", "dec": r"(\d+\.\d+)", "exp": r"(\d+(?:\.\d+)?[eE][-+]?\d+)"}
@@ -73,7 +78,8 @@ def _parse_line(text: str, file_rank: int | None):
 
 
 class Template:
-    def __init__(self, literals: list[str], shapes: list[str], fields: dict, const: dict, rank) -> None:
+    def __init__(self, literals: list[str], shapes: list[str], fields: dict, const: dict, rank,
+                 own: list[str] | None = None) -> None:
         self.literals, self.shapes = literals, shapes
         self.fields = fields  # canon -> (slot, op)
         self.const = const  # canon -> value
@@ -82,6 +88,23 @@ class Template:
                        for i, lit in enumerate(literals))
         self.regex = re.compile(("\n" + body + "(?=\n)").encode())
         self.groups = len(shapes)
+        #: the C kernel's form: digit-free pieces around the digit runs of the template's own line
+        #: (a subset of the lines the regex matches: a number's inner text, e.g. the "." and "e-"
+        #: of 3.0e-04, is fixed too), and per used slot its runs and kind
+        self.pieces: tuple | None = None
+        self.slot_spec: tuple = ()
+        if own is not None and _fastscan is not None:
+            pieces, spec, run = [literals[0].encode()], {}, 0
+            for i, tok in enumerate(own):
+                parts = re.split(r"(\d+)", tok)[1:-1]  # digits, sep, digits, ...: starts and ends with digits
+                nruns = (len(parts) + 1) // 2
+                pieces.extend(p.encode() for p in parts[1::2])
+                pieces.append(literals[i + 1].encode())
+                spec[i] = (run, run + nruns - 1, {"int": 0, "dec": 1, "exp": 2}[shapes[i]])
+                run += nruns
+            if not any(re.search(rb"[0-9\n]", p) for p in pieces):
+                self.pieces = tuple(pieces)
+            self.slot_spec = tuple(spec[k] for k in self.used_slots())
 
     def line(self, nums: list[str]) -> str:
         return "".join(lit + (nums[i] if i < len(nums) else "") for i, lit in enumerate(self.literals))
@@ -109,6 +132,8 @@ class Template:
         before it); the line-by-line path reads it. None when a number is longer than the
         template was verified for (the chunk is then read line by line).
         """
+        if self.pieces is not None:
+            return self._split_fast(buf)
         parts = self.regex.split(buf)
         g = self.groups + 1
         n = (len(parts) - 1) // g
@@ -124,6 +149,19 @@ class Template:
         nl = np.flatnonzero(np.frombuffer(rest, dtype=np.uint8) == 10)
         lines = np.searchsorted(nl, seps) + 2
         return rest, lines, values, len(nl)
+
+    def _split_fast(self, buf: bytes):
+        """``split`` through the C kernel: template lines are blanked with '\\r' instead of emptied
+        (same line numbers; they strip to "" and match no keyword), and may include line 1."""
+        idx, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec)
+        lines = np.frombuffer(idx, dtype=np.int64)
+        n = len(lines)
+        if not n:
+            return None
+        cols = np.frombuffer(vals, dtype=np.float64).reshape(n, len(self.slot_spec))
+        values = {k: (cols[:, j].astype(np.int64) if self.shapes[k] == "int" else cols[:, j])
+                  for j, k in enumerate(self.used_slots())}
+        return rest, lines + 1, values, newlines
 
     def batch(self, values: dict, lines: np.ndarray, file_id: int) -> dict:
         n = len(lines)
@@ -312,8 +350,8 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
                 break
         if rank is None:
             return None
-    tpl = Template(literals, shapes, fields, const, rank)
     own = [m[0] for m in toks]
+    tpl = Template(literals, shapes, fields, const, rank, own)
     probes = [nums_a, nums_b, own] + [[_probe(s, k, i) for i, s in enumerate(shapes)]
                                       for k in ("one", "long", "zero", "lead")]
     for nums in probes:

@@ -85,13 +85,118 @@ def _doc(path, chunk, monkeypatch, templates: bool) -> dict:
     return json.loads(json.dumps(doc, default=str))
 
 
+KERNELS = ["re"] + (["c"] if bulk._fastscan is not None else [])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(6))
-def test_bulk_equals_line_by_line(tmp_path, monkeypatch, seed):
+def test_bulk_equals_line_by_line(tmp_path, monkeypatch, seed, kernel):
     p = tmp_path / "rank0.log"
     p.write_text(_mixed_log(seed))
     slow = _doc(p, 1 << 12, monkeypatch, templates=False)
+    if kernel == "re":
+        monkeypatch.setattr(bulk, "_fastscan", None)
     for chunk in (1 << 12, 1 << 14, None):
         assert _doc(p, chunk, monkeypatch, templates=True) == slow
+
+
+def test_the_c_kernel_is_built_where_a_compiler_is():
+    """setup.py builds it (optional); CI has gcc, so a missing kernel there is a packaging bug."""
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: the pure-Python path is used")
+    assert bulk._fastscan is not None, "probes/logs/_fastscan.c was not built (pip install -e . builds it)"
+
+
+# -- the C kernel against the regex path -------------------------------------------------------
+_TOKENS = {
+    "int": st.from_regex(r"[0-9]{1,17}", fullmatch=True),
+    "dec": st.from_regex(r"[0-9]{1,9}\.[0-9]{1,9}", fullmatch=True),
+    "exp": st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,12})?[eE][-+]?[0-9]{1,3}", fullmatch=True),
+}
+
+
+@pytest.mark.skipif(bulk._fastscan is None, reason="C kernel not built")
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_c_kernel_matches_a_subset_of_the_regex_with_equal_values(data):
+    shapes = data.draw(st.lists(st.sampled_from(["int", "dec", "exp"]), min_size=1, max_size=6))
+    seps = data.draw(st.lists(st.sampled_from([" ", "=", " loss=", ": ", " | ", "/", "-", "e"]),
+                              min_size=len(shapes) + 1, max_size=len(shapes) + 1))
+    seps[0] = data.draw(st.sampled_from(["", "[rank]: step=", "it "]))
+    seps[-1] = data.draw(st.sampled_from(["", " |", "ms"]))
+    own = [data.draw(_TOKENS[s].filter(lambda t: len(t) <= 12)) for s in shapes]
+    tpl = bulk.Template(seps, shapes, {}, {}, ("slot", 0, "int") if shapes[0] == "int" else ("const", None), own)
+    tpl.fields = {f"f{i}": (i, "id") for i in range(len(shapes))}
+    tpl.__init__(seps, shapes, tpl.fields, {}, tpl.rank, own)
+    lines = []
+    for _ in range(data.draw(st.integers(1, 40))):
+        kind = data.draw(st.sampled_from(["tpl", "tpl", "noise", "junk"]))
+        if kind == "tpl":
+            lines.append(tpl.line([data.draw(_TOKENS[s]) for s in shapes]))
+        elif kind == "noise":
+            lines.append(data.draw(st.text(alphabet="0123456789 .e-=x|\r", max_size=30)))
+        else:
+            lines.append(tpl.line([data.draw(_TOKENS[s]) for s in shapes]) + data.draw(st.sampled_from(["\r", "1", "x"])))
+    buf = ("\n".join(lines) + "\n").encode()
+    assert tpl._split_fast((tpl.line(own) + "\n").encode()) is not None  # its own line always matches
+    fast = tpl._split_fast(buf)
+    if fast is None:
+        return
+    rest, fl, fvals, nl = fast
+    assert nl == buf.count(b"\n")
+    saved, tpl.pieces = tpl.pieces, None
+    try:
+        for row, i in enumerate(fl.tolist()):  # each line the kernel took, as the regex path takes it
+            slow = tpl.split(b"\n" + lines[i - 1].encode() + b"\n")  # (the regex never takes line 1)
+            assert slow is not None
+            for k in fvals:
+                assert fvals[k][row].item() == slow[2][k][0].item() and fvals[k].dtype == slow[2][k].dtype
+    finally:
+        tpl.pieces = saved
+    out = buf.split(b"\n")
+    for i in fl.tolist():
+        out[i - 1] = b"\r" * len(out[i - 1])
+    assert rest == b"\n".join(out)
+
+
+def _reference_match(line: bytes, pieces: tuple) -> bool:
+    rx = b"".join(re.escape(p) + (rb"([0-9]+)" if i < len(pieces) - 1 else b"") for i, p in enumerate(pieces))
+    return re.fullmatch(rx, line) is not None
+
+
+@pytest.mark.skipif(bulk._fastscan is None, reason="C kernel not built")
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400), st.lists(st.sampled_from([b"", b"a", b" x=", b".", b"\r", b"\xff", b"e-"]),
+                                         min_size=1, max_size=6))
+def test_c_kernel_fuzz(buf, pieces):
+    """Arbitrary bytes: no crash, and exactly the lines the reference regex matches (ints only)."""
+    pieces = [p for p in pieces]
+    for i in range(1, len(pieces) - 1):
+        pieces[i] = pieces[i] or b" "
+    spec = tuple((i, i, 0) for i in range(len(pieces) - 1))
+    idx, vals, rest, nl = bulk._fastscan.scan(buf, tuple(pieces), spec)
+    got = np.frombuffer(idx, dtype=np.int64).tolist()
+    lines = buf.split(b"\n")[:-1]  # the unterminated tail is never matched
+    want = [i for i, ln in enumerate(lines) if _reference_match(ln, tuple(pieces))
+            and all(len(m) <= 15 for m in re.findall(rb"[0-9]+", ln))]
+    assert got == want and nl == buf.count(b"\n") and len(rest) == len(buf)
+    vv = np.frombuffer(vals, dtype=np.float64).reshape(len(got), len(spec)) if spec else None
+    for row, i in enumerate(got):
+        nums = [float(m) for m in re.findall(rb"[0-9]+", lines[i])]
+        if spec:
+            assert vv[row].tolist() == nums
+
+
+@pytest.mark.skipif(bulk._fastscan is None, reason="C kernel not built")
+def test_c_kernel_rejects_bad_templates():
+    with pytest.raises(ValueError):
+        bulk._fastscan.scan(b"1\n", (b"a1", b""), ((0, 0, 0),))
+    with pytest.raises(ValueError):
+        bulk._fastscan.scan(b"1\n", (b"", b"", b""), ((0, 0, 0),))
+    with pytest.raises(ValueError):
+        bulk._fastscan.scan(b"1\n", (b"", b""), ((0, 1, 0),))
 
 
 @settings(max_examples=50, deadline=None)

@@ -1,0 +1,221 @@
+/* Progress-line template matching over a whole chunk, in one pass (optional accelerator).
+ *
+ * probes/logs/bulk.py learns a template from one progress line: fixed pieces of text with
+ * runs of digits between them.  scan() walks the lines of a chunk, keeps those that are
+ * exactly  piece0 digits piece1 digits ... pieceR  (every piece digit-free, so each run of
+ * digits is maximal and the split is unique), and returns for them:
+ *
+ *   - the 0-based index of each matching line in the chunk,
+ *   - one float64 per slot and line (a slot is a number of the template: one run for an
+ *     integer, "run . run" for a decimal, up to four runs for an exponent form),
+ *   - a copy of the chunk with each matching line's bytes replaced by '\r' (newlines and so
+ *     line numbers unchanged; '\r' never matches a prefilter keyword and strips to ""),
+ *   - the chunk's newline count.
+ *
+ * Values equal Python's float() of the token: integers and decimals of at most 15 digits are
+ * exact as mantissa / 10**k (one correctly rounded division, Clinger's fast path); exponent
+ * forms go through PyOS_string_to_double, the function float() uses.  A line whose number is
+ * longer than that (or that fails to convert) is simply not matched: the caller reads it on
+ * the line-by-line path.  Nothing here decides what a line means; bulk.learn verified the
+ * template against the per-line parsers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define MAX_PIECES 256
+#define MAX_SLOTS 64
+#define MAX_DIGITS 15
+#define MAX_EXP_TOKEN 24
+
+enum { K_INT = 0, K_DEC = 1, K_EXP = 2 };
+
+typedef struct {
+    Py_ssize_t first, last; /* runs first..last (inclusive) make the token */
+    int kind;
+} slot_t;
+
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8,
+                               1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* Match one line [s, e) against the pieces; fills run starts/ends.  1 on a match. */
+static int match_line(const unsigned char *s, const unsigned char *e, const char *const *pieces,
+                      const Py_ssize_t *plen, Py_ssize_t runs, Py_ssize_t *rs, Py_ssize_t *re_,
+                      const unsigned char *base) {
+    const unsigned char *p = s;
+    for (Py_ssize_t i = 0; i <= runs; i++) {
+        Py_ssize_t n = plen[i];
+        if (e - p < n || (n && memcmp(p, pieces[i], (size_t)n) != 0)) return 0;
+        p += n;
+        if (i == runs) break;
+        const unsigned char *q = p;
+        while (q < e && is_digit(*q)) q++;
+        if (q == p) return 0;
+        rs[i] = p - base;
+        re_[i] = q - base;
+        p = q;
+    }
+    return p == e;
+}
+
+static int digits_value(const unsigned char *p, Py_ssize_t n, long long *out) {
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) v = v * 10 + (p[i] - '0');
+    *out = v;
+    return 1;
+}
+
+/* The value of one slot, or 0 when the line must take the slow path. */
+static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize_t *rs,
+                      const Py_ssize_t *re_, double *out) {
+    Py_ssize_t a = sl->first, b = sl->last;
+    if (sl->kind == K_INT) {
+        Py_ssize_t n = re_[a] - rs[a];
+        long long v;
+        if (n > MAX_DIGITS) return 0;
+        digits_value(buf + rs[a], n, &v);
+        *out = (double)v;
+        return 1;
+    }
+    if (sl->kind == K_DEC) {
+        Py_ssize_t ni = re_[a] - rs[a], nf = re_[b] - rs[b];
+        long long vi, vf;
+        if (ni + nf > MAX_DIGITS) return 0;
+        digits_value(buf + rs[a], ni, &vi);
+        digits_value(buf + rs[b], nf, &vf);
+        *out = (double)(vi * (long long)POW10[nf] + vf) / POW10[nf];
+        return 1;
+    }
+    {
+        char tmp[MAX_EXP_TOKEN + 1];
+        Py_ssize_t n = re_[b] - rs[a];
+        char *end = NULL;
+        if (n > MAX_EXP_TOKEN) return 0;
+        memcpy(tmp, buf + rs[a], (size_t)n);
+        tmp[n] = 0;
+        double v = PyOS_string_to_double(tmp, &end, NULL);
+        if (v == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (end != tmp + n) return 0;
+        *out = v;
+        return 1;
+    }
+}
+
+static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *pieces_obj, *slots_obj;
+    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj))
+        return NULL;
+    PyObject *result = NULL, *idx_obj = NULL, *val_obj = NULL, *rest_obj = NULL;
+    Py_ssize_t npieces = PyTuple_GET_SIZE(pieces_obj), nslots = PyTuple_GET_SIZE(slots_obj);
+    const char *pieces[MAX_PIECES];
+    Py_ssize_t plen[MAX_PIECES], minlen = 0;
+    slot_t slots[MAX_SLOTS];
+    Py_ssize_t rs[MAX_PIECES], re_[MAX_PIECES];
+    long long *idx = NULL;
+    double *vals = NULL;
+
+    if (npieces < 1 || npieces > MAX_PIECES || nslots > MAX_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "template too large");
+        goto done;
+    }
+    Py_ssize_t runs = npieces - 1;
+    for (Py_ssize_t i = 0; i < npieces; i++) {
+        PyObject *p = PyTuple_GET_ITEM(pieces_obj, i);
+        if (!PyBytes_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "pieces must be bytes");
+            goto done;
+        }
+        pieces[i] = PyBytes_AS_STRING(p);
+        plen[i] = PyBytes_GET_SIZE(p);
+        for (Py_ssize_t j = 0; j < plen[i]; j++)
+            if (is_digit((unsigned char)pieces[i][j]) || pieces[i][j] == '\n') {
+                PyErr_SetString(PyExc_ValueError, "pieces must hold no digit or newline");
+                goto done;
+            }
+        if (i > 0 && i < runs && plen[i] == 0) {
+            PyErr_SetString(PyExc_ValueError, "inner pieces must not be empty");
+            goto done;
+        }
+        minlen += plen[i] + (i < runs ? 1 : 0);
+    }
+    for (Py_ssize_t k = 0; k < nslots; k++) {
+        Py_ssize_t a, b;
+        int kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots_obj, k), "nni", &a, &b, &kind)) goto done;
+        if (a < 0 || b < a || b >= runs || kind < K_INT || kind > K_EXP || (kind == K_INT && a != b) ||
+            (kind == K_DEC && b != a + 1)) {
+            PyErr_SetString(PyExc_ValueError, "bad slot");
+            goto done;
+        }
+        slots[k].first = a;
+        slots[k].last = b;
+        slots[k].kind = kind;
+    }
+
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len, cap = 1024, n = 0, newlines = 0;
+    idx = PyMem_Malloc(sizeof(long long) * (size_t)cap);
+    vals = PyMem_Malloc(sizeof(double) * (size_t)(cap * (nslots ? nslots : 1)));
+    rest_obj = PyBytes_FromStringAndSize((const char *)buf, len);
+    if (!idx || !vals || !rest_obj) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    unsigned char *rest = (unsigned char *)PyBytes_AS_STRING(rest_obj);
+    const unsigned char first = plen[0] ? (unsigned char)pieces[0][0] : 0;
+    Py_ssize_t pos = 0;
+    while (pos < len) {
+        const unsigned char *nl = memchr(buf + pos, '\n', (size_t)(len - pos));
+        Py_ssize_t end = nl ? nl - buf : len;
+        if (!nl) break; /* an unterminated last line is left to the line-by-line path */
+        if (end - pos >= minlen && (!plen[0] || buf[pos] == first) &&
+            match_line(buf + pos, buf + end, pieces, plen, runs, rs, re_, buf)) {
+            if (n == cap) {
+                cap *= 2;
+                long long *i2 = PyMem_Realloc(idx, sizeof(long long) * (size_t)cap);
+                if (!i2) { PyErr_NoMemory(); goto done; }
+                idx = i2;
+                double *v2 = PyMem_Realloc(vals, sizeof(double) * (size_t)(cap * (nslots ? nslots : 1)));
+                if (!v2) { PyErr_NoMemory(); goto done; }
+                vals = v2;
+            }
+            int ok = 1;
+            for (Py_ssize_t k = 0; k < nslots && ok; k++) ok = slot_value(buf, &slots[k], rs, re_, &vals[n * nslots + k]);
+            if (ok) {
+                idx[n++] = newlines;
+                memset(rest + pos, '\r', (size_t)(end - pos));
+            }
+        }
+        newlines++;
+        pos = end + 1;
+    }
+    idx_obj = PyBytes_FromStringAndSize((const char *)idx, (Py_ssize_t)sizeof(long long) * n);
+    val_obj = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(double) * n * nslots);
+    if (!idx_obj || !val_obj) goto done;
+    result = Py_BuildValue("(OOOn)", idx_obj, val_obj, rest_obj, newlines);
+done:
+    Py_XDECREF(idx_obj);
+    Py_XDECREF(val_obj);
+    Py_XDECREF(rest_obj);
+    PyMem_Free(idx);
+    PyMem_Free(vals);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", fastscan_scan, METH_VARARGS,
+     "scan(buf, pieces, slots) -> (line indices int64 bytes, values float64 bytes, blanked copy, newlines)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan",
+                                    "Progress-line template matching over whole chunks.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastscan(void) { return PyModule_Create(&module); }
