@@ -171,3 +171,15 @@ def test_healthy_long_log_has_no_findings(tmp_path):
                            f" tokens_per_s={12000 + rnd.randint(-50, 50)}\n" for i in range(1, 30001)))
     doc = analyze_paths([str(log)], chunk=1 << 16)
     assert doc["findings"] == [] and doc["metrics"]["num_steps_with_loss"] == 30000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, width=64), max_size=30),
+       st.lists(st.floats(allow_nan=False, width=64), max_size=200), st.integers(1, 40),
+       st.sampled_from(["min", "max"]))
+def test_rolling_blocks_equal_the_direct_windows(prev, v, w, fn):
+    from probes.logs.window import rolling, rolling_direct
+
+    f = np.min if fn == "min" else np.max
+    arr = np.array(v, dtype=np.float64)
+    assert rolling(prev, arr, w, f).tolist() == rolling_direct(prev, arr, w, f).tolist()
