@@ -97,8 +97,27 @@ def redact_text(text: str, literals: Iterable[str] = ()) -> str:
 def redact_doc(doc: Any, env: Mapping[str, str] | None = None) -> Any:
     """A copy of ``doc`` (dicts, lists, strings) with every secret replaced by the mask."""
     literals = secret_values(env)
+    # a big document repeats its strings (file names in step rows) and keys: each is checked once
+    texts: dict[str, str] = {}
+    secret_keys: dict[str, bool] = {}
+
+    def secret_key(key: str) -> bool:
+        hit = secret_keys.get(key)
+        if hit is None:
+            hit = secret_keys[key] = is_secret_name(key)
+        return hit
 
     def walk(value: Any, key: str | None = None) -> Any:
+        t = type(value)
+        if t is int or t is float or t is bool or value is None:
+            return value
+        if t is str:
+            if key is not None and value and secret_key(key):
+                return MASK
+            out = texts.get(value)
+            if out is None:
+                out = texts[value] = redact_text(value, literals)
+            return out
         if isinstance(value, Mapping):
             out = {k: walk(v, str(k)) for k, v in value.items()}
             # {"name": "HF_TOKEN", "observed": "..."}: evidence about a credential variable
@@ -108,14 +127,10 @@ def redact_doc(doc: Any, env: Mapping[str, str] | None = None) -> Any:
                     if isinstance(out.get(field), str) and out[field]:
                         out[field] = MASK
             return out
-        if isinstance(value, list):
-            return [walk(v, key) for v in value]
-        if isinstance(value, tuple):
+        if isinstance(value, (list, tuple)):
             return [walk(v, key) for v in value]
         if isinstance(value, str):
-            if key is not None and is_secret_name(key) and value:
-                return MASK
-            return redact_text(value, literals)
+            return walk(str(value), key)
         return value
 
     return walk(doc)
