@@ -139,6 +139,8 @@ class LogAnalyzer:
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
+        self._raw_rows: list[dict] = []
+        self._raw_n = 0
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
@@ -293,7 +295,10 @@ class LogAnalyzer:
     def ingest(self, b: dict) -> None:
         """A batch of step records in log order: drop duplicates, count, store."""
         if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
-            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
+            self._raw_rows.append(b)
+            self._raw_n += batch_len(b)
+            if self._raw_n >= RAW_BATCH_ROWS:
+                self.spill_raw()
             return
         b = self._dedup(b)
         n = batch_len(b)
@@ -315,6 +320,13 @@ class LogAnalyzer:
             i = n - 1 if len(fids) and fids[-1] == fid else int(np.flatnonzero(fids == fid)[-1])
             ts = float(b["ts"][i])
             self.last_progress[self.table.files[fid]] = (int(b["line"][i]), None if math.isnan(ts) else ts)
+
+    def spill_raw(self) -> None:
+        """A parallel worker's buffered batches, as one (the replay's cost is mostly per batch)."""
+        if self._raw_rows:
+            rows, self._raw_rows, self._raw_n = self._raw_rows, [], 0
+            b = rows[0] if len(rows) == 1 else {c: np.concatenate([r[c] for r in rows]) for c in rows[0]}
+            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _dedup(self, b: dict) -> dict:
         """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step."""
@@ -345,6 +357,8 @@ class LogAnalyzer:
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
         self.flush()
+        if self.raw is not None:
+            self.spill_raw()
 
 
 class _BulkFeed:
@@ -375,6 +389,8 @@ def _plain_prefilter():
     return _PLAIN
 
 
+#: rows a parallel worker gathers before it writes them for the replay
+RAW_BATCH_ROWS = 1 << 16
 #: keys remembered per rank for duplicate detection before the set starts over
 SEEN_KEYS = 4096
 

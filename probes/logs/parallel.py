@@ -1,11 +1,13 @@
-"""Both cores on one big file: byte ranges analysed in worker processes, results merged.
+"""All cores on one big file: byte ranges analysed in worker processes, replayed here in order.
 
-This process reads the first range itself while forked workers read the others (ranges
-are aligned to line starts, see ``readers.iter_chunks``). A worker sends back its events
-and counters, and writes its raw step records to a temporary file that this process replays,
-in file order, through the same duplicate check, step table and streaming detectors: the
-result is the one a single pass gives. Line numbers are local to a range and shifted here by
-the lines of the ranges before.
+The file is cut into byte ranges (aligned to line starts, see ``readers.iter_chunks``), more
+ranges than cores. A pool of forked workers, one per core, reads them in file order; each
+returns its events and counters and writes its raw step records to a temporary file. This
+process replays each range as soon as it is done, in file order, through the same duplicate
+check, step table and streaming detectors: the result is the one a single pass gives, and
+the replay (the only part that must run in order) overlaps with the reading of later ranges,
+so the operating system balances the work over the cores whatever the mix of the log.
+Line numbers are local to a range and shifted here by the lines of the ranges before.
 Only plain files above ``MIN_BYTES`` are split (gzip streams cannot seek); a block message
 that straddles a range boundary (a wrapped watchdog line, a ChildFailedError summary
 hundreds of megabytes into a file) may be cut there — the price of the split.
@@ -15,14 +17,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import tempfile
 
 from probes.logs.readers import ReadStats
 
 MIN_BYTES = 64 << 20
-#: this process's range, relative to a worker's: it also replays the workers' step records, but that
-#: is cheap (~5 % of reading them), so it reads almost as much (measured balance on 2 cores)
-PARENT_SHARE = 0.95
+#: about this many bytes per range (at least two ranges per worker, at most MAX_RANGES)
+RANGE_BYTES = 16 << 20
+MAX_RANGES = 256
 
 
 def worth_splitting(path: str) -> bool:
@@ -38,12 +41,12 @@ def worth_splitting(path: str) -> bool:
 
 
 def _work(args):
-    path, start, end, chunk = args
+    path, start, end, chunk, spill_dir = args
     from probes.logs.analyzer import LogAnalyzer, prefilter_regex
     from probes.logs.readers import scan
 
     an, stats = LogAnalyzer(), ReadStats()
-    fd, raw_path = tempfile.mkstemp(prefix="llmdiag-range-", suffix=".pkl")
+    fd, raw_path = tempfile.mkstemp(prefix="range-", suffix=".pkl", dir=spill_dir)
     an.raw = os.fdopen(fd, "wb")
     kw = {"chunk": chunk} if chunk else {}
     try:
@@ -56,38 +59,27 @@ def _work(args):
     return an, stats, raw_path
 
 
-def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None):
-    """Range 0 in this process while forked workers read the others; then their records replay here."""
+def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None,
+                  ranges: int | None = None):
+    """Ranges read by a pool of forked workers, replayed here in file order as they finish."""
     import multiprocessing as mp
-
-    from probes.logs.analyzer import prefilter_regex
-    from probes.logs.readers import scan
 
     size = os.path.getsize(path)
     n = max(1, min(workers or os.cpu_count() or 1, 8))
-    # this process also replays the workers' records through the detectors: it reads a smaller range
-    first = int(size * PARENT_SHARE / n) if n > 1 else size
-    bounds = [0, first] + [first + (size - first) * i // (n - 1) for i in range(1, n)] if n > 1 else [0, size]
-    kw = {"chunk": chunk} if chunk else {}
+    k = ranges or max(2 * n, min(MAX_RANGES, size // RANGE_BYTES))
+    bounds = [size * i // k for i in range(k + 1)]
     analyzer.flush()
-    ctx = mp.get_context("fork")
-    pool = ctx.Pool(n - 1) if n > 1 else None
+    stats.files.append(path)
+    spill_dir = tempfile.mkdtemp(prefix="llmdiag-ranges-")
+    offset = 0
+    pool = mp.get_context("fork").Pool(n)
     try:
-        pending = pool.map_async(_work, [(path, bounds[i], bounds[i + 1], chunk) for i in range(1, n)]) \
-            if pool else None
-        lines_before = stats.lines
-        scan(path, prefilter_regex(), analyzer, stats, start=0, end=bounds[1], **kw)
-        analyzer.finish()
-        parts = pending.get() if pending else []
-    finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
-    offset = stats.lines - lines_before
-    stats.lines = lines_before
-    try:
-        for an, st, raw_path in parts:
-            merge(analyzer, an, offset, raw_path, path)
+        tasks = [(path, bounds[i], bounds[i + 1], chunk, spill_dir) for i in range(k)]
+        for an, st, raw_path in pool.imap(_work, tasks):
+            try:
+                merge(analyzer, an, offset, raw_path, path)
+            finally:
+                os.unlink(raw_path)
             stats.bytes_read += st.bytes_read
             stats.candidate_lines += st.candidate_lines
             for p in st.problems:
@@ -95,12 +87,12 @@ def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = N
             if path in st.last_line:
                 stats.last_line[path] = st.last_line[path]
             offset += st.lines
+        pool.close()
     finally:
-        for _an, _st, raw_path in parts:
-            try:
-                os.unlink(raw_path)
-            except OSError:
-                pass
+        pool.terminate()
+        pool.join()
+        shutil.rmtree(spill_dir, ignore_errors=True)
+    analyzer.finish()
     stats.lines += offset
     stats.file_lines[path] = offset
 
