@@ -135,10 +135,12 @@ def run_grep(path: Path) -> tuple[float, float, str]:
 
 
 def engine() -> str:
+    from probes.logs import bulk
     from probes.logs.analyzer import prefilter_regex
 
     rx = prefilter_regex()
-    return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__
+    kernel = "C kernel" if bulk._fastscan is not None else "re.split (no C kernel)"
+    return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__ + f"; progress lines: {kernel}"
 
 
 def main() -> None:
@@ -147,7 +149,11 @@ def main() -> None:
     ap.add_argument("--memory-mb", type=int, default=2048, help="0 skips the large-log memory run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-fastscan", action="store_true",
+                    help="measure the pure-Python progress-line path (what an install without a C compiler gets)")
     args = ap.parse_args()
+    if args.no_fastscan:
+        os.environ["LLMDIAG_NO_FASTSCAN"] = "1"  # read by probes.logs.bulk, here and in the CLI runs
     tmp = Path(tempfile.mkdtemp(prefix="llmdiag-bench-"))
     try:
         log = tmp / "train.log"

@@ -19,6 +19,7 @@ the rest of that chunk line by line.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -31,6 +32,8 @@ from probes.logs.unwrap import needs_continuation
 try:  # the optional C accelerator (setup.py); without it the re.split path below does the same
     from probes.logs import _fastscan
 except ImportError:  # pragma: no cover - depends on the install
+    _fastscan = None
+if os.environ.get("LLMDIAG_NO_FASTSCAN"):  # compare with the pure-Python path (bench, debugging)
     _fastscan = None
 
 _NUM = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
