@@ -5,15 +5,17 @@
  * exactly  piece0 digits piece1 digits ... pieceR  (every piece digit-free, so each run of
  * digits is maximal and the split is unique), and returns for them:
  *
- *   - the 0-based index of each matching line in the chunk,
+ *   - the 0-based index of each matching line in the chunk, and its first byte's offset,
  *   - one float64 per slot and line (a slot is a number of the template: one run for an
- *     integer, "run . run" for a decimal, up to four runs for an exponent form),
+ *     integer, "run . run" for a decimal, up to four runs for an exponent form, or one run
+ *     read as a fraction, 123 -> 0.123, for the sub-second digits of a timestamp),
  *   - a copy of the chunk with each matching line's bytes replaced by '\r' (newlines and so
  *     line numbers unchanged; '\r' never matches a prefilter keyword and strips to ""),
  *   - the chunk's newline count.
  *
  * Values equal Python's float() of the token: integers and decimals of at most 15 digits are
- * exact as mantissa / 10**k (one correctly rounded division, Clinger's fast path); exponent
+ * exact as mantissa / 10**k (one correctly rounded division, Clinger's fast path; a fraction
+ * equals float("0." + digits) the same way); exponent
  * forms go through PyOS_string_to_double, the function float() uses.  A line whose number is
  * longer than that (or that fails to convert) is simply not matched: the caller reads it on
  * the line-by-line path.  Nothing here decides what a line means; bulk.learn verified the
@@ -28,7 +30,7 @@
 #define MAX_DIGITS 15
 #define MAX_EXP_TOKEN 24
 
-enum { K_INT = 0, K_DEC = 1, K_EXP = 2 };
+enum { K_INT = 0, K_DEC = 1, K_EXP = 2, K_FRAC = 3 };
 
 typedef struct {
     Py_ssize_t first, last; /* runs first..last (inclusive) make the token */
@@ -42,8 +44,8 @@ static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 /* Match one line [s, e) against the pieces; fills run starts/ends.  1 on a match. */
 static int match_line(const unsigned char *s, const unsigned char *e, const char *const *pieces,
-                      const Py_ssize_t *plen, Py_ssize_t runs, Py_ssize_t *rs, Py_ssize_t *re_,
-                      const unsigned char *base) {
+                      const Py_ssize_t *plen, const Py_ssize_t *width, Py_ssize_t runs, Py_ssize_t *rs,
+                      Py_ssize_t *re_, const unsigned char *base) {
     const unsigned char *p = s;
     for (Py_ssize_t i = 0; i <= runs; i++) {
         Py_ssize_t n = plen[i];
@@ -52,7 +54,7 @@ static int match_line(const unsigned char *s, const unsigned char *e, const char
         if (i == runs) break;
         const unsigned char *q = p;
         while (q < e && is_digit(*q)) q++;
-        if (q == p) return 0;
+        if (q == p || (width[i] && q - p != width[i])) return 0;
         rs[i] = p - base;
         re_[i] = q - base;
         p = q;
@@ -71,12 +73,12 @@ static int digits_value(const unsigned char *p, Py_ssize_t n, long long *out) {
 static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize_t *rs,
                       const Py_ssize_t *re_, double *out) {
     Py_ssize_t a = sl->first, b = sl->last;
-    if (sl->kind == K_INT) {
+    if (sl->kind == K_INT || sl->kind == K_FRAC) {
         Py_ssize_t n = re_[a] - rs[a];
         long long v;
         if (n > MAX_DIGITS) return 0;
         digits_value(buf + rs[a], n, &v);
-        *out = (double)v;
+        *out = sl->kind == K_INT ? (double)v : (double)v / POW10[n];
         return 1;
     }
     if (sl->kind == K_DEC) {
@@ -108,16 +110,17 @@ static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize
 
 static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    PyObject *pieces_obj, *slots_obj;
-    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj))
+    PyObject *pieces_obj, *slots_obj, *widths_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!O!|O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj,
+                          &PyTuple_Type, &widths_obj))
         return NULL;
-    PyObject *result = NULL, *idx_obj = NULL, *val_obj = NULL, *rest_obj = NULL;
+    PyObject *result = NULL, *idx_obj = NULL, *off_obj = NULL, *val_obj = NULL, *rest_obj = NULL;
     Py_ssize_t npieces = PyTuple_GET_SIZE(pieces_obj), nslots = PyTuple_GET_SIZE(slots_obj);
     const char *pieces[MAX_PIECES];
-    Py_ssize_t plen[MAX_PIECES], minlen = 0;
+    Py_ssize_t plen[MAX_PIECES], width[MAX_PIECES], minlen = 0;
     slot_t slots[MAX_SLOTS];
     Py_ssize_t rs[MAX_PIECES], re_[MAX_PIECES];
-    long long *idx = NULL;
+    long long *idx = NULL, *off = NULL;
     double *vals = NULL;
 
     if (npieces < 1 || npieces > MAX_PIECES || nslots > MAX_SLOTS) {
@@ -125,6 +128,17 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         goto done;
     }
     Py_ssize_t runs = npieces - 1;
+    if (widths_obj && PyTuple_GET_SIZE(widths_obj) != runs) {
+        PyErr_SetString(PyExc_ValueError, "one width per run");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < runs; i++) {
+        width[i] = widths_obj ? PyLong_AsSsize_t(PyTuple_GET_ITEM(widths_obj, i)) : 0;
+        if (width[i] < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "widths must be >= 0");
+            goto done;
+        }
+    }
     for (Py_ssize_t i = 0; i < npieces; i++) {
         PyObject *p = PyTuple_GET_ITEM(pieces_obj, i);
         if (!PyBytes_Check(p)) {
@@ -148,7 +162,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         Py_ssize_t a, b;
         int kind;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots_obj, k), "nni", &a, &b, &kind)) goto done;
-        if (a < 0 || b < a || b >= runs || kind < K_INT || kind > K_EXP || (kind == K_INT && a != b) ||
+        if (a < 0 || b < a || b >= runs || kind < K_INT || kind > K_FRAC || ((kind == K_INT || kind == K_FRAC) && a != b) ||
             (kind == K_DEC && b != a + 1)) {
             PyErr_SetString(PyExc_ValueError, "bad slot");
             goto done;
@@ -161,9 +175,10 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     const unsigned char *buf = (const unsigned char *)view.buf;
     Py_ssize_t len = view.len, cap = 1024, n = 0, newlines = 0;
     idx = PyMem_Malloc(sizeof(long long) * (size_t)cap);
+    off = PyMem_Malloc(sizeof(long long) * (size_t)cap);
     vals = PyMem_Malloc(sizeof(double) * (size_t)(cap * (nslots ? nslots : 1)));
     rest_obj = PyBytes_FromStringAndSize((const char *)buf, len);
-    if (!idx || !vals || !rest_obj) {
+    if (!idx || !off || !vals || !rest_obj) {
         PyErr_NoMemory();
         goto done;
     }
@@ -175,12 +190,15 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         Py_ssize_t end = nl ? nl - buf : len;
         if (!nl) break; /* an unterminated last line is left to the line-by-line path */
         if (end - pos >= minlen && (!plen[0] || buf[pos] == first) &&
-            match_line(buf + pos, buf + end, pieces, plen, runs, rs, re_, buf)) {
+            match_line(buf + pos, buf + end, pieces, plen, width, runs, rs, re_, buf)) {
             if (n == cap) {
                 cap *= 2;
                 long long *i2 = PyMem_Realloc(idx, sizeof(long long) * (size_t)cap);
                 if (!i2) { PyErr_NoMemory(); goto done; }
                 idx = i2;
+                long long *o2 = PyMem_Realloc(off, sizeof(long long) * (size_t)cap);
+                if (!o2) { PyErr_NoMemory(); goto done; }
+                off = o2;
                 double *v2 = PyMem_Realloc(vals, sizeof(double) * (size_t)(cap * (nslots ? nslots : 1)));
                 if (!v2) { PyErr_NoMemory(); goto done; }
                 vals = v2;
@@ -188,6 +206,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
             int ok = 1;
             for (Py_ssize_t k = 0; k < nslots && ok; k++) ok = slot_value(buf, &slots[k], rs, re_, &vals[n * nslots + k]);
             if (ok) {
+                off[n] = pos;
                 idx[n++] = newlines;
                 memset(rest + pos, '\r', (size_t)(end - pos));
             }
@@ -196,14 +215,17 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         pos = end + 1;
     }
     idx_obj = PyBytes_FromStringAndSize((const char *)idx, (Py_ssize_t)sizeof(long long) * n);
+    off_obj = PyBytes_FromStringAndSize((const char *)off, (Py_ssize_t)sizeof(long long) * n);
     val_obj = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(double) * n * nslots);
-    if (!idx_obj || !val_obj) goto done;
-    result = Py_BuildValue("(OOOn)", idx_obj, val_obj, rest_obj, newlines);
+    if (!idx_obj || !off_obj || !val_obj) goto done;
+    result = Py_BuildValue("(OOOOn)", idx_obj, off_obj, val_obj, rest_obj, newlines);
 done:
     Py_XDECREF(idx_obj);
+    Py_XDECREF(off_obj);
     Py_XDECREF(val_obj);
     Py_XDECREF(rest_obj);
     PyMem_Free(idx);
+    PyMem_Free(off);
     PyMem_Free(vals);
     PyBuffer_Release(&view);
     return result;
@@ -211,7 +233,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", fastscan_scan, METH_VARARGS,
-     "scan(buf, pieces, slots) -> (line indices int64 bytes, values float64 bytes, blanked copy, newlines)"},
+     "scan(buf, pieces, slots[, widths]) -> (line indices int64 bytes, line offsets int64 bytes, "
+     "values float64 bytes, blanked copy, newlines)"},
     {NULL, NULL, 0, NULL},
 };
 

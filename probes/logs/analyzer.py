@@ -128,13 +128,18 @@ class LogAnalyzer:
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
         self._seen_keys: dict[int | None, set] = {}
+        #: the largest key in each set of _seen_keys (max() over 4096 keys per batch was costly)
+        self._seen_max: dict[int | None, int] = {}
         self.unique_steps: dict[int | None, int] = {}
         self.optimizer_step_lines = 0
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
         self._pending: list[tuple] = []
+        self._staged: list[dict] = []
+        self._staged_n = 0
         self._line_text: str | None = None
-        self._templates: dict[str, bulk.Template] = {}
+        self._templates: dict[str, list[bulk.Template]] = {}
+        self._learn_more: dict[str, bool] = {}
         self._learn_budget: dict[str, int] = {}
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
@@ -245,35 +250,55 @@ class LogAnalyzer:
             self.extra["global_batch_size"] = rec["global_batch_size"]
         self._pending.append((rec, lineno, rank, ts, self.table.file_id(file)))
         if len(self._pending) >= PENDING_ROWS:
-            self.flush()
+            self._stage_pending()
         self._slow_records[file] = self._slow_records.get(file, 0) + 1
-        if self._line_text is not None and file not in self._templates and self._learn_budget.get(file, 8) > 0:
-            self._learn_budget[file] = self._learn_budget.get(file, 8) - 1
+        if (self._line_text is not None and (file not in self._templates or self._learn_more.get(file))
+                and self._learn_budget.get(file, LEARN_FAILURES) > 0):
             tpl = bulk.learn(self._line_text, self._file_rank.get(file), _plain_prefilter())
-            if tpl is not None:
-                self._templates[file] = tpl
+            if tpl is None:  # only failures count: a shape that changes (wider numbers) is learned again
+                self._learn_budget[file] = self._learn_budget.get(file, LEARN_FAILURES) - 1
+                return
+            self._learn_more[file] = False
+            tpls = self._templates.setdefault(file, [])
+            if len(tpls) >= MAX_TEMPLATES:
+                tpls.remove(min(tpls, key=lambda t: t.hits))  # the one that took the fewest lines last
+            tpl.hits = 0
+            tpl.idle = 0
+            tpls.append(tpl)
 
     # -- progress lines in bulk (probes.logs.bulk) ----------------------------------------
     def fast_path(self, path: str, buf: bytes, base: int):
-        """The reader's hook: ``buf`` with this file's template lines emptied, and their feed."""
-        tpl = self._templates.get(path)
-        if tpl is None or self._block is not None or self._wrap is not None:
+        """The reader's hook: ``buf`` with this file's template lines emptied, and their feed.
+
+        A file has up to MAX_TEMPLATES templates (progress lines of several shapes, or one
+        shape whose numbers grew wider); each takes its lines from what the ones before left.
+        """
+        tpls = self._templates.get(path)
+        if not tpls or self._block is not None or self._wrap is not None:
             return None
         slow, self._slow_records[path] = self._slow_records.get(path, 0), 0
-        got = tpl.split(buf)
-        if slow > 64 and (got is None or len(got[1]) < slow):
-            # more progress lines of another shape came line by line: learn again (within the budget)
-            self._templates.pop(path, None)
-        if got is None:
+        if slow > 64:  # progress lines of another shape keep coming line by line: learn one more
+            self._learn_more[path] = True
+        parts, view, newlines = [], buf, 0
+        for tpl in list(tpls):
+            got = tpl.split(view)
+            tpl.hits = 0 if got is None else len(got[1])
+            tpl.idle = 0 if got is not None else tpl.idle + 1
+            if got is None:
+                if tpl.idle >= IDLE_CHUNKS and len(tpls) > 1:
+                    tpls.remove(tpl)
+                continue
+            view, lines, values, newlines = got
+            parts.append((tpl, lines + base, values))
+        if not parts:
             return None
-        rest, lines, values, newlines = got
-        feed = _BulkFeed(self, tpl, lines + base, values, self.table.file_id(path))
-        feed.newlines = newlines  # of the chunk, which ``rest`` shares
-        return rest, feed
+        feed = _BulkFeed(self, parts, self.table.file_id(path))
+        feed.newlines = newlines  # of the chunk, which ``view`` shares
+        return view, feed
 
     def bulk(self, tpl, values: dict, lines, file_id: int) -> None:
-        """Template lines ``lines`` (with their numbers by slot), as ``_record`` would take them."""
-        self.flush()
+        """The counters for template lines ``lines`` (with their numbers by slot), as ``_record``
+        keeps them; their rows reach the step table through the feed (_BulkFeed.until)."""
         n = len(lines)
         if "loss" in tpl.fields:
             self.lines_with_loss += n
@@ -283,14 +308,31 @@ class LogAnalyzer:
             v = tpl.last_value(k, values)
             if v is not None:
                 self.extra[k] = v
-        self.ingest(tpl.batch(values, lines, file_id))
 
     # -- step records in batches ----------------------------------------------------------
-    def flush(self) -> None:
-        """Hand the buffered per-line records to the step table (or the worker's spill)."""
+    def _stage_pending(self) -> None:
         if self._pending:
             rows, self._pending = self._pending, []
-            self.ingest(rows_to_batch(rows))
+            self._stage(rows_to_batch(rows))
+
+    def _stage(self, b: dict) -> None:
+        """Gather batches in log order into one of at least STAGE_ROWS rows: where per-line records
+        interleave with template lines, each piece would otherwise be a tiny batch, and a batch's
+        cost (duplicate check, detectors) is mostly fixed."""
+        self._staged.append(b)
+        self._staged_n += batch_len(b)
+        if self._staged_n >= STAGE_ROWS:
+            self._drain()
+
+    def _drain(self) -> None:
+        if self._staged:
+            parts, self._staged, self._staged_n = self._staged, [], 0
+            self.ingest(parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]})
+
+    def flush(self) -> None:
+        """Hand the buffered records to the step table (or the worker's spill)."""
+        self._stage_pending()
+        self._drain()
 
     def ingest(self, b: dict) -> None:
         """A batch of step records in log order: drop duplicates, count, store."""
@@ -333,9 +375,12 @@ class LogAnalyzer:
         keys = np.where(b["iter"] != NONE, b["iter"], b["step"])
         ranks = b["rank"]
         if (ranks == ranks[0]).all() and (keys != NONE).all() and (np.diff(keys) > 0).all():
-            seen = self._seen_keys.setdefault(None if ranks[0] == NONE else int(ranks[0]), set())
-            if not seen or max(seen) < keys[0]:  # strictly increasing and all new: the common case
+            r0 = None if ranks[0] == NONE else int(ranks[0])
+            seen = self._seen_keys.setdefault(r0, set())
+            top = self._seen_max.get(r0)
+            if not seen or (top is not None and top < keys[0]):  # strictly increasing, all new: the common case
                 _add_seen(seen, keys.tolist())
+                self._seen_max[r0] = int(keys[-1])
                 return b
         keep = []
         for i, (key, rk) in enumerate(zip(keys.tolist(), ranks.tolist())):
@@ -343,9 +388,13 @@ class LogAnalyzer:
                 seen = self._seen_keys.setdefault(None if rk == NONE else rk, set())
                 if key in seen:
                     continue
+                r = None if rk == NONE else rk
                 if len(seen) > SEEN_KEYS:  # keep memory constant: steps only move forward
                     seen.clear()
+                    self._seen_max.pop(r, None)
                 seen.add(key)
+                top = self._seen_max.get(r)
+                self._seen_max[r] = key if top is None or key > top else top
             keep.append(i)
         return b if len(keep) == len(keys) else take(b, np.array(keep, dtype=np.int64))
 
@@ -362,21 +411,43 @@ class LogAnalyzer:
 
 
 class _BulkFeed:
-    """A chunk's template lines, handed to the analyzer in line order (see readers.scan)."""
+    """A chunk's template lines, handed to the analyzer in line order (see readers.scan).
 
-    def __init__(self, an: LogAnalyzer, tpl, lines, values: dict, file_id: int) -> None:
-        self.an, self.tpl, self.lines, self.values, self.file_id = an, tpl, lines, values, file_id
-        self.count = len(lines)
+    The rows of every template are built into one batch, in line order, once per chunk;
+    ``until`` stages slices of it between the line-by-line records.
+    """
+
+    def __init__(self, an: LogAnalyzer, parts: list, file_id: int) -> None:
+        self.an, self.parts, self.file_id = an, parts, file_id
+        batches = [tpl.batch(values, lines, file_id) for tpl, lines, values in parts]
+        if len(batches) == 1:
+            self.batch = batches[0]
+        else:
+            merged = {c: np.concatenate([b[c] for b in batches]) for c in batches[0]}
+            self.batch = take(merged, np.argsort(merged["line"], kind="stable"))
+        self.lines = self.batch["line"]
+        self.count = len(self.lines)
+        self.pos = [0] * len(parts)
         self.done = 0
 
     def until(self, line: int | None) -> None:
         """Every template line before ``line`` (all of them for None)."""
         end = self.count if line is None else int(np.searchsorted(self.lines, line))
-        if end > self.done:
-            k0 = self.done
-            self.done = end
-            self.an.bulk(self.tpl, {k: v[k0:end] for k, v in self.values.items()}, self.lines[k0:end],
-                         self.file_id)
+        if end <= self.done:
+            return
+        k0, self.done = self.done, end
+        slices = []
+        for t, (_tpl, lines, _values) in enumerate(self.parts):
+            a = self.pos[t]
+            b = len(lines) if line is None else int(np.searchsorted(lines, line))
+            if b > a:
+                slices.append((int(lines[b - 1]), t, a, b))
+                self.pos[t] = b
+        for _last, t, a, b in sorted(slices):  # the counters' "last value" in line order
+            tpl, lines, values = self.parts[t]
+            self.an.bulk(tpl, {k: v[a:b] for k, v in values.items()}, lines[a:b], self.file_id)
+        self.an._stage_pending()
+        self.an._stage(take(self.batch, slice(k0, end)))
 
 
 _PLAIN = None
@@ -389,6 +460,13 @@ def _plain_prefilter():
     return _PLAIN
 
 
+#: progress-line templates per file, learning attempts that may fail per file, and chunks
+#: without a match after which a template (not the last) is dropped
+MAX_TEMPLATES = 4
+LEARN_FAILURES = 8
+IDLE_CHUNKS = 8
+#: rows gathered into one batch for the step table (see LogAnalyzer._stage)
+STAGE_ROWS = 1 << 14
 #: rows a parallel worker gathers before it writes them for the replay
 RAW_BATCH_ROWS = 1 << 16
 #: keys remembered per rank for duplicate detection before the set starts over

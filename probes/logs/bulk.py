@@ -49,12 +49,95 @@ _OPS = {
     "negms": lambda t: -float(t) * 1000.0,
     "negmib": lambda t: -float(t) / 1024.0,
 }
+_DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+
+
+def epoch_seconds(y, mo, d, h, mi, s) -> tuple[np.ndarray, np.ndarray]:
+    """UTC epoch seconds (float64) of date-time columns, and which rows are valid dates.
+
+    The same value as ``prefixes.parse_timestamp`` (``datetime(..., tzinfo=utc).timestamp()``)
+    before its fraction is added: days from the civil date (Hinnant's algorithm) in int64.
+    Invalid rows (month 13, 30 February, hour 24, second 60, year 0) are flagged.
+    """
+    leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
+    dim = _DAYS_IN_MONTH[np.clip(mo, 0, 12)] + ((mo == 2) & leap)
+    ok = (y >= 1) & (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= dim) & (h <= 23) & (mi <= 59) & (s <= 59)
+    yy = y - (mo <= 2)
+    era = yy // 400
+    yoe = yy - era * 400
+    doy = (153 * ((mo + 9) % 12) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    return (days * 86400 + h * 3600 + mi * 60 + s).astype(np.float64), ok
+
+
+def _ts_regex(tok: str) -> str:
+    """A capture group for timestamps laid out like ``tok``: fixed-width fields, any fraction."""
+    runs = re.split(r"(\d+)", tok)[1:-1]
+    out = []
+    for j, part in enumerate(runs):
+        if j % 2:
+            out.append(re.escape(part))
+        else:
+            out.append(r"\d+" if j == 12 else r"\d{%d}" % len(part))
+    return "(" + "".join(out) + ")"
+
+
+_TS_PROBES = {  # year, month, day, hour, minute, second, fraction digits
+    "a": (2021, 3, 4, 5, 6, 7, "25"), "b": (2022, 8, 9, 10, 11, 12, "5"), "one": (1970, 1, 1, 0, 0, 0, "0"),
+    "long": (9999, 12, 31, 23, 59, 59, "123456789012345"), "zero": (2000, 1, 1, 0, 0, 0, "000"),
+    "lead": (2004, 2, 29, 0, 0, 1, "007"),
+}
+
+
+def _ts_probe(own: str, kind: str) -> str:
+    """A valid timestamp laid out like ``own`` (its separators and field widths)."""
+    runs = re.split(r"(\d+)", own)[1:-1]
+    vals = _TS_PROBES[kind]
+    out = []
+    for j, part in enumerate(runs):
+        if j % 2:
+            out.append(part)
+        elif j == 12:
+            out.append(vals[6])
+        else:
+            out.append(str(vals[j // 2]).zfill(len(part)))
+    return "".join(out)
+
+
+def _ts_span(text: str, ts: float) -> tuple[int, int] | None:
+    """Where in ``text`` the timestamp the per-line path read (``ts``) is written; None when it
+    cannot be templated (a time zone, digits glued to it)."""
+    for m in prefixes.TS_ANYWHERE.finditer(text):
+        if prefixes.parse_timestamp(m) != ts:
+            continue
+        core = m.end("frac") if m["frac"] else m.end("s")
+        if text[core:m.end()] not in ("", "Z") or len(m["y"]) != 4:
+            return None  # a numeric time zone; "Z" stays in the text after the slot
+        if (m.start() and text[m.start() - 1].isdigit()) or (core < len(text) and text[core].isdigit()):
+            return None
+        return m.start(), core
+    return None
+
+
+def _ts_value(tok: str) -> float | None:
+    """The per-line value of a timestamp token, through the vectorised conversion."""
+    runs = [int(d) for d in re.findall(r"\d+", tok)]
+    digits = re.findall(r"\d+", tok)
+    base, ok = epoch_seconds(*(np.array([v]) for v in runs[:6]))
+    if not ok[0]:
+        return None
+    return float(base[0]) + (int(digits[6]) / 10.0 ** len(digits[6]) if len(digits) > 6 else 0.0)
+
+
 def _shape(tok: str) -> str:
     return "exp" if ("e" in tok or "E" in tok) else "dec" if "." in tok else "int"
 
 
-def _probe(shape: str, kind: str, i: int) -> str:
+def _probe(shape: str, kind: str, i: int, own: str = "") -> str:
     """A probe number of ``shape`` for slot ``i`` (``kind`` picks the family)."""
+    if shape == "ts":
+        return _ts_probe(own, kind)
     if kind in ("a", "b"):  # distinct per slot: tells which slot feeds which field
         base = (1000 + 37 * i) if kind == "a" else (2000 + 53 * i)
         return {"int": str(base), "dec": f"{base}.25", "exp": f"{base}.5e-0{1 + i % 7}"}[shape]
@@ -87,27 +170,39 @@ class Template:
         self.fields = fields  # canon -> (slot, op)
         self.const = const  # canon -> value
         self.rank = rank  # ("slot", i, op) or ("const", value)
-        body = "".join(re.escape(lit) + (_SHAPE_RX[shapes[i]] if i < len(shapes) else "")
+        #: the slot holding the line's timestamp (shape "ts": its layout is the own line's)
+        self.ts_slot = shapes.index("ts") if "ts" in shapes else None
+        ts_rx = _ts_regex(own[self.ts_slot]) if self.ts_slot is not None and own is not None else None
+        body = "".join(re.escape(lit) + ((ts_rx if shapes[i] == "ts" else _SHAPE_RX[shapes[i]])
+                                         if i < len(shapes) else "")
                        for i, lit in enumerate(literals))
         self.regex = re.compile(("\n" + body + "(?=\n)").encode())
         self.groups = len(shapes)
         #: the C kernel's form: digit-free pieces around the digit runs of the template's own line
         #: (a subset of the lines the regex matches: a number's inner text, e.g. the "." and "e-"
-        #: of 3.0e-04, is fixed too), and per used slot its runs and kind
+        #: of 3.0e-04, is fixed too), per run an exact width (0: any; a timestamp's fields have
+        #: theirs), and per used slot its kernel columns
         self.pieces: tuple | None = None
         self.slot_spec: tuple = ()
+        self.widths: tuple = ()
         if own is not None and _fastscan is not None:
-            pieces, spec, run = [literals[0].encode()], {}, 0
+            pieces, spec, widths, run = [literals[0].encode()], {}, [], 0
             for i, tok in enumerate(own):
                 parts = re.split(r"(\d+)", tok)[1:-1]  # digits, sep, digits, ...: starts and ends with digits
                 nruns = (len(parts) + 1) // 2
                 pieces.extend(p.encode() for p in parts[1::2])
                 pieces.append(literals[i + 1].encode())
-                spec[i] = (run, run + nruns - 1, {"int": 0, "dec": 1, "exp": 2}[shapes[i]])
+                if shapes[i] == "ts":  # year, month, day, hour, minute, second (fixed widths), fraction
+                    widths += [len(d) for d in parts[0:12:2]] + [0] * (nruns - 6)
+                    spec[i] = [(run + j, run + j, 0) for j in range(6)] + ([(run + 6, run + 6, 3)] if nruns > 6 else [])
+                else:
+                    widths += [0] * nruns
+                    spec[i] = [(run, run + nruns - 1, {"int": 0, "dec": 1, "exp": 2}[shapes[i]])]
                 run += nruns
             if not any(re.search(rb"[0-9\n]", p) for p in pieces):
                 self.pieces = tuple(pieces)
-            self.slot_spec = tuple(spec[k] for k in self.used_slots())
+            self.slot_spec = tuple(c for k in self.used_slots() for c in spec[k])
+            self.widths = tuple(widths)
 
     def line(self, nums: list[str]) -> str:
         return "".join(lit + (nums[i] if i < len(nums) else "") for i, lit in enumerate(self.literals))
@@ -124,6 +219,8 @@ class Template:
         slots = {slot for slot, _op in self.fields.values()}
         if self.rank[0] == "slot":
             slots.add(self.rank[1])
+        if self.ts_slot is not None:
+            slots.add(self.ts_slot)
         return sorted(slots)
 
     def split(self, buf: bytes):
@@ -137,6 +234,8 @@ class Template:
         """
         if self.pieces is not None:
             return self._split_fast(buf)
+        if self.ts_slot is not None:
+            return None  # timestamps are converted in bulk by the C kernel only
         parts = self.regex.split(buf)
         g = self.groups + 1
         n = (len(parts) - 1) // g
@@ -156,14 +255,34 @@ class Template:
     def _split_fast(self, buf: bytes):
         """``split`` through the C kernel: template lines are blanked with '\\r' instead of emptied
         (same line numbers; they strip to "" and match no keyword), and may include line 1."""
-        idx, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec)
+        idx, offs, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec, self.widths)
         lines = np.frombuffer(idx, dtype=np.int64)
         n = len(lines)
         if not n:
             return None
         cols = np.frombuffer(vals, dtype=np.float64).reshape(n, len(self.slot_spec))
-        values = {k: (cols[:, j].astype(np.int64) if self.shapes[k] == "int" else cols[:, j])
-                  for j, k in enumerate(self.used_slots())}
+        values, j = {}, 0
+        for k in self.used_slots():
+            if self.shapes[k] == "ts":
+                parts = [cols[:, j + t].astype(np.int64) for t in range(6)]
+                ts, ok = epoch_seconds(*parts)
+                nfrac = int(j + 6 < len(self.slot_spec) and self.slot_spec[j + 6][2] == 3)
+                values[k] = ts + cols[:, j + 6] if nfrac else ts
+                j += 6 + nfrac
+                if not ok.all():  # an impossible date: give those lines back to the per-line path
+                    rest = bytearray(rest)
+                    for start in np.frombuffer(offs, dtype=np.int64)[~ok].tolist():
+                        end = buf.index(b"\n", start)
+                        rest[start:end] = buf[start:end]
+                    rest = bytes(rest)
+                    lines, cols = lines[ok], cols[ok]
+                    values = {kk: v[ok] for kk, v in values.items()}
+                    n = len(lines)
+                    if not n:
+                        return None
+            else:
+                values[k] = cols[:, j].astype(np.int64) if self.shapes[k] == "int" else cols[:, j]
+                j += 1
         return rest, lines + 1, values, newlines
 
     def batch(self, values: dict, lines: np.ndarray, file_id: int) -> dict:
@@ -182,6 +301,8 @@ class Template:
             b["rank"][:] = NONE if self.rank[1] is None else self.rank[1]
         else:
             b["rank"] = _apply(self.rank[2], values[self.rank[1]])
+        if self.ts_slot is not None:
+            b["ts"] = values[self.ts_slot]
         b["line"] = lines.astype(np.int64)
         b["file"][:] = file_id
         b["has_loss"][:] = int("loss" in self.fields or "loss" in self.const)
@@ -300,14 +421,24 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
     text = text.rstrip("\r\n")
     if not text.isascii() or not text.isprintable() or len(text) > 2000:
         return None
-    toks = list(_NUM.finditer(text))
+    got = _parse_line(text, file_rank)
+    span = None
+    if got is not None and got[2] is not None:  # a timestamp: one slot of shape "ts"
+        span = _ts_span(text, got[2])
+        if span is None:
+            return None
+    toks = [(m.start(), m.end()) for m in _NUM.finditer(text)
+            if span is None or m.end() <= span[0] or m.start() >= span[1]]
+    if span is not None:
+        toks = sorted(toks + [span])
     if not toks or len(toks) > 40:
         return None
     literals, pos = [], 0
-    for m in toks:
-        literals.append(text[pos:m.start()])
-        pos = m.end()
+    for start, end in toks:
+        literals.append(text[pos:start])
+        pos = end
     literals.append(text[pos:])
+    own = [text[a:b] for a, b in toks]
     for i, lit in enumerate(literals):
         # thousands separators ("5,580") and glued numbers change meaning with the digit count
         if 0 < i < len(toks) and lit in ("", ","):
@@ -318,10 +449,10 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
     if any((r.keyword.lower() in fixed.lower()) if r.keyword == "nccl" else (r.keyword in fixed)
            for r in signatures.RULES):
         return None  # a signature rule could fire for some numbers (e.g. "exitcode: -9") but not the probes
-    shapes = [_shape(m[0]) for m in toks]
-    nums_a = [_probe(s, "a", i) for i, s in enumerate(shapes)]
-    nums_b = [_probe(s, "b", i) for i, s in enumerate(shapes)]
-    draft = Template(literals, shapes, {}, {}, ("const", None))
+    shapes = ["ts" if span == t else _shape(own[i]) for i, t in enumerate(toks)]
+    nums_a = [_probe(s, "a", i, own[i]) for i, s in enumerate(shapes)]
+    nums_b = [_probe(s, "b", i, own[i]) for i, s in enumerate(shapes)]
+    draft = Template(literals, shapes, {}, {}, ("const", None), own)
     got_a, got_b = _parse_line(draft.line(nums_a), file_rank), _parse_line(draft.line(nums_b), file_rank)
     if got_a is None or got_b is None or got_a[0] is None or got_b[0] is None:
         return None
@@ -353,14 +484,14 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
                 break
         if rank is None:
             return None
-    own = [m[0] for m in toks]
     tpl = Template(literals, shapes, fields, const, rank, own)
-    probes = [nums_a, nums_b, own] + [[_probe(s, k, i) for i, s in enumerate(shapes)]
+    probes = [nums_a, nums_b, own] + [[_probe(s, k, i, own[i]) for i, s in enumerate(shapes)]
                                       for k in ("one", "long", "zero", "lead")]
     for nums in probes:
         line = tpl.line(nums)
         got = _parse_line(line, file_rank)
-        if got is None or got[0] is None or got[2] is not None:
+        want_ts = None if tpl.ts_slot is None else _ts_value(nums[tpl.ts_slot])
+        if got is None or got[0] is None or got[2] != want_ts:
             return None
         rec, rank_got, _ = got
         want, want_rank = tpl.expected(nums)

@@ -52,7 +52,7 @@ def parse_timestamp(m: re.Match[str]) -> float | None:
         return None
 
 
-_TS_ANYWHERE = re.compile(_TS)
+_TS_ANYWHERE = TS_ANYWHERE = re.compile(_TS)
 
 
 def find_timestamp(text: str) -> float | None:

@@ -26,15 +26,35 @@ def _learn(line: str, rank=None):
     "step=12 loss=3.1 loss_scale=65536.0 grad_norm=1.2 time=40.0ms",
     " iteration 10/ 100000 | consumed samples: 5120 | elapsed time per iteration (ms): 1503.2 | learning rate:"
     " 1.500E-04 | global batch size: 512 | lm loss: 3.012345E+00 | loss scale: 65536.0 | grad norm: 1.034 |",
+    "2024-05-01 10:00:00,123 INFO step=12 loss=3.1",
+    "2022-12-21 04:04:21 iter 5920: loss 3.6244, time 954.68ms, mfu 17.66%",
+    "[2024-05-01 10:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[3e-05], loss=2.5",
+    "2024-05-01T10:00:00.123456Z step=5 loss=2.0",
 ])
 def test_templates_for_common_progress_lines(line):
     tpl = _learn(line)
     assert tpl is not None and ("loss" in tpl.fields)
+    if line.startswith(("2", "[2")):
+        assert tpl.ts_slot is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9999), st.integers(0, 13), st.integers(0, 32), st.integers(0, 24), st.integers(0, 60),
+       st.integers(0, 60))
+def test_epoch_seconds_equals_the_per_line_timestamp(y, mo, d, h, mi, sec):
+    from probes.logs import prefixes
+
+    text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{sec:02d}"
+    want = prefixes.parse_timestamp(prefixes.TS_ANYWHERE.match(text))
+    got, ok = bulk.epoch_seconds(*(np.array([v]) for v in (y, mo, d, h, mi, sec)))
+    assert bool(ok[0]) == (want is not None)
+    if want is not None:
+        assert float(got[0]) == want
 
 
 @pytest.mark.parametrize("line", [
     "step: 12 | tps: 5,580 | loss: 3.1",  # a thousands separator changes meaning with the digit count
-    "2024-05-01 10:00:00,123 INFO step=12 loss=3.1",  # timestamps are not templated
+    "2024-05-01 10:00:00+02:00 INFO step=12 loss=3.1",  # a numeric time zone (ignored by the per-line path)
     "step=12 loss=nan",  # NaN is literal text: never a template
     "step 100: train loss 3.1, val loss 3.2",  # an eval record
     "step=12 loss=3.1 CUDA error: an illegal memory access",  # a signature on the line
@@ -48,7 +68,7 @@ def _mixed_log(seed: int) -> str:
     rnd = random.Random(seed)
     out = []
     step = 0
-    for _ in range(rnd.randint(200, 3000)):
+    for _ in range(rnd.randint(200, 4000)):
         r = rnd.random()
         if r < 0.4:
             step += 1
@@ -69,6 +89,15 @@ def _mixed_log(seed: int) -> str:
                     f"[rank0]: step={step + 1} loss=2.5 lr=3.0e-04 grad_norm=1.0 tokens_per_s=5", "=" * 20]
         elif r < 0.5:
             out.append(f"iter {step}: loss {2 + rnd.random():.4f}, time 101.2ms, mfu 30.1%")
+        elif r < 0.56:
+            step += 1
+            day = rnd.choice([1, 2, 30, 31])  # 30 and 31 February are no dates: those lines take the slow path
+            out.append(f"2024-02-{day:02d} 1{rnd.randint(0, 9)}:0{rnd.randint(0, 9)}:{rnd.randint(10, 59)},"
+                       f"{rnd.randint(0, 999):03d} INFO step={step} loss={2 + rnd.random():.4f} lr=1.0e-04")
+        elif r < 0.58:
+            step += 1
+            out.append(f"2024-03-01T00:00:{rnd.randint(10, 59)}.{rnd.randint(0, 99999)}Z step={step} "
+                       f"loss={2 + rnd.random():.3f}")
         elif r < 0.51:
             out.append("node-1:1:2 [0] misc/socket.cc:1 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1> failed")
         else:
@@ -176,7 +205,7 @@ def test_c_kernel_fuzz(buf, pieces):
     for i in range(1, len(pieces) - 1):
         pieces[i] = pieces[i] or b" "
     spec = tuple((i, i, 0) for i in range(len(pieces) - 1))
-    idx, vals, rest, nl = bulk._fastscan.scan(buf, tuple(pieces), spec)
+    idx, _offs, vals, rest, nl = bulk._fastscan.scan(buf, tuple(pieces), spec)
     got = np.frombuffer(idx, dtype=np.int64).tolist()
     lines = buf.split(b"\n")[:-1]  # the unterminated tail is never matched
     want = [i for i, ln in enumerate(lines) if _reference_match(ln, tuple(pieces))
@@ -223,6 +252,34 @@ def test_hyperscan_prefilter_yields_re_matches(pieces, pos):
     hs, rx = prefilter_regex("hyperscan"), prefilter_regex("re")
     assert [m.span() for m in hs.finditer(buf, pos)] == [m.span() for m in rx.finditer(buf, pos)]
     assert re.compile(rx.pattern).pattern == hs.pattern
+
+
+def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
+    from probes.logs import analyzer as analyzer_mod
+
+    rnd = random.Random(3)
+    lines = []
+    for s in range(1, 30000):
+        if s % 3:
+            lines.append(f"[rank0]: step={s} loss={3 + rnd.random():.4f} lr=3.0e-04")
+        else:
+            lines.append(f"2024-05-01 10:{s // 600 % 60:02d}:{s // 10 % 60:02d} iter {s}: loss {2 + rnd.random():.4f}, "
+                         f"time 95{s % 10}.12ms")
+        lines.append("node-1:11:22 [3] NCCL INFO Connected all rings")
+    p = tmp_path / "run.log"
+    p.write_text("\n".join(lines) + "\n")
+    bulk_lines = []
+    orig = analyzer_mod.LogAnalyzer.bulk
+    monkeypatch.setattr(analyzer_mod.LogAnalyzer, "bulk",
+                        lambda self, tpl, values, lns, fid: (bulk_lines.append(len(lns)), orig(self, tpl, values, lns, fid)))
+    doc, an = analyzer_mod.analyze([str(p)], chunk=1 << 16, workers=1)
+    assert len(an._templates[str(p)]) == 2
+    assert sum(bulk_lines) > 28000
+    with monkeypatch.context() as m:
+        m.setattr(bulk, "learn", lambda *a, **k: None)
+        slow = analyze_paths([str(p)], chunk=1 << 16, workers=1)
+    for key in ("findings", "metrics", "steps"):
+        assert doc[key] == slow[key]
 
 
 def test_a_later_dominant_progress_shape_is_learned_again(tmp_path, monkeypatch):
