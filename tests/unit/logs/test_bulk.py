@@ -254,6 +254,17 @@ def test_hyperscan_prefilter_yields_re_matches(pieces, pos):
     assert re.compile(rx.pattern).pattern == hs.pattern
 
 
+def _count_bulk_lines(monkeypatch) -> list[int]:
+    """The sizes of the template-line batches the analyzer takes (a list that fills during a run)."""
+    from probes.logs import analyzer as analyzer_mod
+
+    sizes: list[int] = []
+    orig = analyzer_mod.LogAnalyzer.bulk
+    monkeypatch.setattr(analyzer_mod.LogAnalyzer, "bulk",
+                        lambda self, tpl, values, lns, fid: (sizes.append(len(lns)), orig(self, tpl, values, lns, fid)))
+    return sizes
+
+
 def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
     from probes.logs import analyzer as analyzer_mod
 
@@ -268,10 +279,7 @@ def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
         lines.append("node-1:11:22 [3] NCCL INFO Connected all rings")
     p = tmp_path / "run.log"
     p.write_text("\n".join(lines) + "\n")
-    bulk_lines = []
-    orig = analyzer_mod.LogAnalyzer.bulk
-    monkeypatch.setattr(analyzer_mod.LogAnalyzer, "bulk",
-                        lambda self, tpl, values, lns, fid: (bulk_lines.append(len(lns)), orig(self, tpl, values, lns, fid)))
+    bulk_lines = _count_bulk_lines(monkeypatch)
     doc, an = analyzer_mod.analyze([str(p)], chunk=1 << 16, workers=1)
     assert len(an._templates[str(p)]) == 2
     assert sum(bulk_lines) > 28000
@@ -283,16 +291,12 @@ def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
 
 
 def test_a_later_dominant_progress_shape_is_learned_again(tmp_path, monkeypatch):
-    from probes.logs import analyzer as analyzer_mod
 
     lines = [f"step={s} note=1 loss={3 + s % 7 * 0.01:.4f}" for s in range(1, 3)]
     lines += [f"[rank0]: step={s} loss={3 + s % 7 * 0.01:.4f} lr=3.0e-04" for s in range(3, 20000)]
     p = tmp_path / "run.log"
     p.write_text("\n".join(lines) + "\n")
-    bulk_lines = []
-    orig = analyzer_mod.LogAnalyzer.bulk
-    monkeypatch.setattr(analyzer_mod.LogAnalyzer, "bulk",
-                        lambda self, tpl, values, lns, fid: (bulk_lines.append(len(lns)), orig(self, tpl, values, lns, fid)))
+    bulk_lines = _count_bulk_lines(monkeypatch)
     doc = analyze_paths([str(p)], chunk=1 << 16, workers=1)
     assert doc["metrics"]["num_steps_with_loss"] == 19997  # rank 0 (the first two lines have no rank)
     assert sum(bulk_lines) > 15000
