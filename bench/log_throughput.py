@@ -52,7 +52,25 @@ END = [
 ]
 
 
-def generate(path: Path, mb: int, seed: int = 0) -> int:
+#: progress-line styles (``--style``): the default, a Python-logging timestamp in front, and
+#: Megatron-LM's padded iteration line
+STYLES = ("rank", "timestamped", "megatron")
+
+
+def progress_line(style: str, step: int, tail: str, rnd: random.Random) -> str:
+    if style == "timestamped":
+        t = 1714557600 + step // 4
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+        return f"{stamp},{rnd.randint(0, 999):03d} - INFO - step={step} {tail}"
+    if style == "megatron":
+        return (f" iteration {step:8d}/ 5000000 | consumed samples: {step * 512:12d} | elapsed time per iteration "
+                f"(ms): {1500 + rnd.random() * 10:.1f} | learning rate: 1.500E-04 | global batch size:   512 | "
+                f"lm loss: {3 + rnd.random() * 0.05:.6E} | loss scale: 65536.0 | grad norm: {1 + rnd.random():.3f} | "
+                f"number of skipped iterations:   0 | number of nan iterations:   0 |")
+    return f"[rank0]: step={step} {tail}"
+
+
+def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
     """Write about ``mb`` MiB; returns the byte count."""
     rnd = random.Random(seed)
     noise = [rnd.choice(NOISE).format(n=rnd.randint(1, 64), pid=rnd.randint(1000, 99999), tid=rnd.randint(1000, 99999),
@@ -71,7 +89,7 @@ def generate(path: Path, mb: int, seed: int = 0) -> int:
             for r in rnd.choices(range(5), k=5000):
                 if r == 0:  # a progress line every five lines on average
                     step += 1
-                    lines.append(f"[rank0]: step={step} {rnd.choice(tails)}")
+                    lines.append(progress_line(style, step, rnd.choice(tails), rnd))
                 else:
                     lines.append(rnd.choice(noise))
             if rnd.random() < 0.02:
@@ -149,6 +167,7 @@ def main() -> None:
     ap.add_argument("--memory-mb", type=int, default=2048, help="0 skips the large-log memory run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--style", choices=STYLES, default="rank", help="progress-line format of the generated log")
     ap.add_argument("--no-fastscan", action="store_true",
                     help="measure the pure-Python progress-line path (what an install without a C compiler gets)")
     args = ap.parse_args()
@@ -157,7 +176,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="llmdiag-bench-"))
     try:
         log = tmp / "train.log"
-        size = generate(log, args.mb)
+        size = generate(log, args.mb, style=args.style)
         os.sync()  # the freshly written log's write-back would otherwise compete with the timed runs
         mb = size / 1e6
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
@@ -168,7 +187,7 @@ def main() -> None:
             a_wall, a_c, rss, a_out = run_analyzer(log, tmp / "out.json")
             g_best, a_best, a_rss = min(g_best, g_wall), min(a_best, a_wall), max(a_rss, rss)
             g_cpu, a_cpu = min(g_cpu, g_c), min(a_cpu, a_c)
-        print(f"log      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {log}")
+        print(f"log      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {args.style} progress lines, {log}")
         print(f"grep -cE : {g_best:6.2f} s  {mb / g_best:7.1f} MB/s  CPU {g_cpu:.2f} s  ({g_count} matching lines)")
         print(f"analyze  : {a_best:6.2f} s  {mb / a_best:7.1f} MB/s  CPU {a_cpu:.2f} s  peak RSS {a_rss / 2**20:.0f} MiB"
               f"  {a_out}")
@@ -177,7 +196,7 @@ def main() -> None:
         if args.memory_mb:
             log.unlink()
             big = tmp / "big.log"
-            size = generate(big, args.memory_mb, seed=1)
+            size = generate(big, args.memory_mb, seed=1, style=args.style)
             os.sync()
             b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
             print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "

@@ -42,15 +42,40 @@ static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8,
 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
+/* One piece at p: exactly, or with ``flex`` its leading and trailing runs of spaces as any
+ * run of spaces (numbers padded to a width, as in Megatron's "iteration     100/"); the end of
+ * the piece in the line, or NULL. */
+static const unsigned char *match_piece(const unsigned char *p, const unsigned char *e, const char *piece,
+                                        Py_ssize_t n, int flex) {
+    if (!flex) {
+        if (e - p < n || (n && memcmp(p, piece, (size_t)n) != 0)) return NULL;
+        return p + n;
+    }
+    Py_ssize_t i = 0, j = n;
+    if (n && piece[0] == ' ') {
+        while (i < n && piece[i] == ' ') i++;
+        if (p >= e || *p != ' ') return NULL;
+        while (p < e && *p == ' ') p++;
+        if (i == n) return p;
+    }
+    while (j > i && piece[j - 1] == ' ') j--;
+    if (e - p < j - i || memcmp(p, piece + i, (size_t)(j - i)) != 0) return NULL;
+    p += j - i;
+    if (j < n) {
+        if (p >= e || *p != ' ') return NULL;
+        while (p < e && *p == ' ') p++;
+    }
+    return p;
+}
+
 /* Match one line [s, e) against the pieces; fills run starts/ends.  1 on a match. */
 static int match_line(const unsigned char *s, const unsigned char *e, const char *const *pieces,
-                      const Py_ssize_t *plen, const Py_ssize_t *width, Py_ssize_t runs, Py_ssize_t *rs,
-                      Py_ssize_t *re_, const unsigned char *base) {
+                      const Py_ssize_t *plen, const Py_ssize_t *width, Py_ssize_t runs, const int *flex,
+                      Py_ssize_t *rs, Py_ssize_t *re_, const unsigned char *base) {
     const unsigned char *p = s;
     for (Py_ssize_t i = 0; i <= runs; i++) {
-        Py_ssize_t n = plen[i];
-        if (e - p < n || (n && memcmp(p, pieces[i], (size_t)n) != 0)) return 0;
-        p += n;
+        p = match_piece(p, e, pieces[i], plen[i], flex[i]);
+        if (!p) return 0;
         if (i == runs) break;
         const unsigned char *q = p;
         while (q < e && is_digit(*q)) q++;
@@ -110,14 +135,15 @@ static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize
 
 static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    PyObject *pieces_obj, *slots_obj, *widths_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!O!|O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj,
-                          &PyTuple_Type, &widths_obj))
+    PyObject *pieces_obj, *slots_obj, *widths_obj = NULL, *flex_obj = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!O!|O!O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj,
+                          &PyTuple_Type, &widths_obj, &PyTuple_Type, &flex_obj))
         return NULL;
     PyObject *result = NULL, *idx_obj = NULL, *off_obj = NULL, *val_obj = NULL, *rest_obj = NULL;
     Py_ssize_t npieces = PyTuple_GET_SIZE(pieces_obj), nslots = PyTuple_GET_SIZE(slots_obj);
     const char *pieces[MAX_PIECES];
     Py_ssize_t plen[MAX_PIECES], width[MAX_PIECES], minlen = 0;
+    int flex[MAX_PIECES];
     slot_t slots[MAX_SLOTS];
     Py_ssize_t rs[MAX_PIECES], re_[MAX_PIECES];
     long long *idx = NULL, *off = NULL;
@@ -139,7 +165,13 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    if (flex_obj && PyTuple_GET_SIZE(flex_obj) != npieces) {
+        PyErr_SetString(PyExc_ValueError, "one flex flag per piece");
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < npieces; i++) {
+        flex[i] = flex_obj ? PyObject_IsTrue(PyTuple_GET_ITEM(flex_obj, i)) : 0;
+        if (flex[i] < 0) goto done;
         PyObject *p = PyTuple_GET_ITEM(pieces_obj, i);
         if (!PyBytes_Check(p)) {
             PyErr_SetString(PyExc_TypeError, "pieces must be bytes");
@@ -156,7 +188,14 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "inner pieces must not be empty");
             goto done;
         }
-        minlen += plen[i] + (i < runs ? 1 : 0);
+        Py_ssize_t shortest = plen[i];
+        if (flex[i]) { /* the leading and trailing runs of spaces may shrink to one */
+            Py_ssize_t a = 0, b = plen[i];
+            while (a < b && pieces[i][a] == ' ') a++;
+            while (b > a && pieces[i][b - 1] == ' ') b--;
+            shortest = (b - a) + (a > 0) + (b < plen[i] && a < b ? 1 : 0);
+        }
+        minlen += shortest + (i < runs ? 1 : 0);
     }
     for (Py_ssize_t k = 0; k < nslots; k++) {
         Py_ssize_t a, b;
@@ -190,7 +229,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         Py_ssize_t end = nl ? nl - buf : len;
         if (!nl) break; /* an unterminated last line is left to the line-by-line path */
         if (end - pos >= minlen && (!plen[0] || buf[pos] == first) &&
-            match_line(buf + pos, buf + end, pieces, plen, width, runs, rs, re_, buf)) {
+            match_line(buf + pos, buf + end, pieces, plen, width, runs, flex, rs, re_, buf)) {
             if (n == cap) {
                 cap *= 2;
                 long long *i2 = PyMem_Realloc(idx, sizeof(long long) * (size_t)cap);
@@ -233,7 +272,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", fastscan_scan, METH_VARARGS,
-     "scan(buf, pieces, slots[, widths]) -> (line indices int64 bytes, line offsets int64 bytes, "
+     "scan(buf, pieces, slots[, widths[, flex flags]]) -> (line indices int64 bytes, line offsets int64 bytes, "
      "values float64 bytes, blanked copy, newlines)"},
     {NULL, NULL, 0, NULL},
 };

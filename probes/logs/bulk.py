@@ -120,6 +120,22 @@ def _ts_span(text: str, ts: float) -> tuple[int, int] | None:
     return None
 
 
+def _literal_rx(lit: str, flex: bool) -> str:
+    """A literal as a regex; with ``flex`` its leading and trailing runs of spaces become " +"."""
+    if not flex or not lit.strip(" "):
+        return (" +" if lit else "") if flex else re.escape(lit)
+    mid = lit.strip(" ")
+    return (" +" if lit[0] == " " else "") + re.escape(mid) + (" +" if lit[-1] == " " else "")
+
+
+def _repad(lit: str, how: str) -> str:
+    """``lit`` with its leading and trailing runs of spaces made one space ("narrow") or two
+    wider ("wide"): the padding in front of and after a number."""
+    if not how:
+        return lit
+    return re.sub(r"^ +| +$", " " if how == "narrow" else (lambda m: m[0] + "  "), lit)
+
+
 def _ts_value(tok: str) -> float | None:
     """The per-line value of a timestamp token, through the vectorised conversion."""
     runs = [int(d) for d in re.findall(r"\d+", tok)]
@@ -165,16 +181,19 @@ def _parse_line(text: str, file_rank: int | None):
 
 class Template:
     def __init__(self, literals: list[str], shapes: list[str], fields: dict, const: dict, rank,
-                 own: list[str] | None = None) -> None:
+                 own: list[str] | None = None, flex: bool = False) -> None:
         self.literals, self.shapes = literals, shapes
+        #: any run of spaces in the literals matches any run of spaces (padded numbers); set only
+        #: when learn() saw the per-line parsers read lines with other padding alike
+        self.flex = flex
         self.fields = fields  # canon -> (slot, op)
         self.const = const  # canon -> value
         self.rank = rank  # ("slot", i, op) or ("const", value)
         #: the slot holding the line's timestamp (shape "ts": its layout is the own line's)
         self.ts_slot = shapes.index("ts") if "ts" in shapes else None
         ts_rx = _ts_regex(own[self.ts_slot]) if self.ts_slot is not None and own is not None else None
-        body = "".join(re.escape(lit) + ((ts_rx if shapes[i] == "ts" else _SHAPE_RX[shapes[i]])
-                                         if i < len(shapes) else "")
+        body = "".join(_literal_rx(lit, flex) + ((ts_rx if shapes[i] == "ts" else _SHAPE_RX[shapes[i]])
+                                                 if i < len(shapes) else "")
                        for i, lit in enumerate(literals))
         self.regex = re.compile(("\n" + body + "(?=\n)").encode())
         self.groups = len(shapes)
@@ -185,13 +204,16 @@ class Template:
         self.pieces: tuple | None = None
         self.slot_spec: tuple = ()
         self.widths: tuple = ()
+        self.flexible: tuple = ()
         if own is not None and _fastscan is not None:
             pieces, spec, widths, run = [literals[0].encode()], {}, [], 0
+            flexible = [flex]  # the literals between numbers stretch, a number's inner text never
             for i, tok in enumerate(own):
                 parts = re.split(r"(\d+)", tok)[1:-1]  # digits, sep, digits, ...: starts and ends with digits
                 nruns = (len(parts) + 1) // 2
                 pieces.extend(p.encode() for p in parts[1::2])
                 pieces.append(literals[i + 1].encode())
+                flexible += [False] * (nruns - 1) + [flex]
                 if shapes[i] == "ts":  # year, month, day, hour, minute, second (fixed widths), fraction
                     widths += [len(d) for d in parts[0:12:2]] + [0] * (nruns - 6)
                     spec[i] = [(run + j, run + j, 0) for j in range(6)] + ([(run + 6, run + 6, 3)] if nruns > 6 else [])
@@ -203,6 +225,7 @@ class Template:
                 self.pieces = tuple(pieces)
             self.slot_spec = tuple(c for k in self.used_slots() for c in spec[k])
             self.widths = tuple(widths)
+            self.flexible = tuple(flexible)
 
     def line(self, nums: list[str]) -> str:
         return "".join(lit + (nums[i] if i < len(nums) else "") for i, lit in enumerate(self.literals))
@@ -255,7 +278,7 @@ class Template:
     def _split_fast(self, buf: bytes):
         """``split`` through the C kernel: template lines are blanked with '\\r' instead of emptied
         (same line numbers; they strip to "" and match no keyword), and may include line 1."""
-        idx, offs, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec, self.widths)
+        idx, offs, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec, self.widths, self.flexible)
         lines = np.frombuffer(idx, dtype=np.int64)
         n = len(lines)
         if not n:
@@ -484,20 +507,30 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
                 break
         if rank is None:
             return None
-    tpl = Template(literals, shapes, fields, const, rank, own)
     probes = [nums_a, nums_b, own] + [[_probe(s, k, i, own[i]) for i, s in enumerate(shapes)]
                                       for k in ("one", "long", "zero", "lead")]
+    if any(" " in lit for lit in literals):  # padded fields: try spaces that stretch first
+        tpl = Template(literals, shapes, fields, const, rank, own, flex=True)
+        if _verified(tpl, probes, file_rank, prefilter, ("", "narrow", "wide")):
+            return tpl
+    tpl = Template(literals, shapes, fields, const, rank, own)
+    return tpl if _verified(tpl, probes, file_rank, prefilter, ("",)) else None
+
+
+def _verified(tpl: Template, probes: list, file_rank, prefilter, pads: tuple) -> bool:
+    """Every probe line (and its re-padded forms) gives, line by line, what the template gives."""
     for nums in probes:
-        line = tpl.line(nums)
-        got = _parse_line(line, file_rank)
-        want_ts = None if tpl.ts_slot is None else _ts_value(nums[tpl.ts_slot])
-        if got is None or got[0] is None or got[2] != want_ts:
-            return None
-        rec, rank_got, _ = got
-        want, want_rank = tpl.expected(nums)
-        if set(rec) != set(want) or any(not _same(rec[k], want[k]) for k in rec) or rank_got != want_rank:
-            return None
-        m = tpl.regex.match(("\n" + line + "\n").encode())
-        if not prefilter.search(line.encode()) or m is None or m.end() != len(line) + 1:
-            return None
-    return tpl
+        for pad in pads:
+            line = "".join(_repad(lit, pad) + (nums[i] if i < len(nums) else "") for i, lit in enumerate(tpl.literals))
+            got = _parse_line(line, file_rank)
+            want_ts = None if tpl.ts_slot is None else _ts_value(nums[tpl.ts_slot])
+            if got is None or got[0] is None or got[2] != want_ts:
+                return False
+            rec, rank_got, _ = got
+            want, want_rank = tpl.expected(nums)
+            if set(rec) != set(want) or any(not _same(rec[k], want[k]) for k in rec) or rank_got != want_rank:
+                return False
+            m = tpl.regex.match(("\n" + line + "\n").encode())
+            if not prefilter.search(line.encode()) or m is None or m.end() != len(line) + 1:
+                return False
+    return True

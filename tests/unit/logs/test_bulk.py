@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes.logs import bulk
-from probes.logs.analyzer import analyze_paths, prefilter_regex
+from probes.logs.analyzer import analyze, analyze_paths, prefilter_regex
 
 
 def _learn(line: str, rank=None):
@@ -151,19 +151,22 @@ _TOKENS = {
 @given(st.data())
 def test_c_kernel_matches_a_subset_of_the_regex_with_equal_values(data):
     shapes = data.draw(st.lists(st.sampled_from(["int", "dec", "exp"]), min_size=1, max_size=6))
-    seps = data.draw(st.lists(st.sampled_from([" ", "=", " loss=", ": ", " | ", "/", "-", "e"]),
+    seps = data.draw(st.lists(st.sampled_from([" ", "=", " loss=", ": ", " | ", "/", "-", "e", "  x  ", "   "]),
                               min_size=len(shapes) + 1, max_size=len(shapes) + 1))
     seps[0] = data.draw(st.sampled_from(["", "[rank]: step=", "it "]))
     seps[-1] = data.draw(st.sampled_from(["", " |", "ms"]))
     own = [data.draw(_TOKENS[s].filter(lambda t: len(t) <= 12)) for s in shapes]
-    tpl = bulk.Template(seps, shapes, {}, {}, ("slot", 0, "int") if shapes[0] == "int" else ("const", None), own)
-    tpl.fields = {f"f{i}": (i, "id") for i in range(len(shapes))}
-    tpl.__init__(seps, shapes, tpl.fields, {}, tpl.rank, own)
+    flex = data.draw(st.booleans())
+    rank = ("slot", 0, "int") if shapes[0] == "int" else ("const", None)
+    tpl = bulk.Template(seps, shapes, {f"f{i}": (i, "id") for i in range(len(shapes))}, {}, rank, own, flex=flex)
     lines = []
     for _ in range(data.draw(st.integers(1, 40))):
         kind = data.draw(st.sampled_from(["tpl", "tpl", "noise", "junk"]))
         if kind == "tpl":
-            lines.append(tpl.line([data.draw(_TOKENS[s]) for s in shapes]))
+            line = tpl.line([data.draw(_TOKENS[s]) for s in shapes])
+            if data.draw(st.booleans()):  # padding that differs from the template's
+                line = line.replace(" ", data.draw(st.sampled_from(["", "  ", "   "])))
+            lines.append(line)
         elif kind == "noise":
             lines.append(data.draw(st.text(alphabet="0123456789 .e-=x|\r", max_size=30)))
         else:
@@ -190,25 +193,32 @@ def test_c_kernel_matches_a_subset_of_the_regex_with_equal_values(data):
     assert rest == b"\n".join(out)
 
 
-def _reference_match(line: bytes, pieces: tuple) -> bool:
-    rx = b"".join(re.escape(p) + (rb"([0-9]+)" if i < len(pieces) - 1 else b"") for i, p in enumerate(pieces))
+def _reference_match(line: bytes, pieces: tuple, flex: tuple) -> bool:
+    def lit(p: bytes, f: bool) -> bytes:
+        return bulk._literal_rx(p.decode("latin-1"), f).encode("latin-1")
+
+    rx = b"".join(lit(p, f) + (rb"([0-9]+)" if i < len(pieces) - 1 else b"")
+                  for i, (p, f) in enumerate(zip(pieces, flex)))
     return re.fullmatch(rx, line) is not None
 
 
 @pytest.mark.skipif(bulk._fastscan is None, reason="C kernel not built")
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=400), st.lists(st.sampled_from([b"", b"a", b" x=", b".", b"\r", b"\xff", b"e-"]),
-                                         min_size=1, max_size=6))
-def test_c_kernel_fuzz(buf, pieces):
+@given(st.lists(st.sampled_from([b"1", b"23", b" ", b"  ", b"a", b"\n", b"x=", b"\xff", b"\r", b"."]), max_size=80),
+       st.lists(st.sampled_from([b"", b"a", b" x=", b".", b"\r", b"\xff", b"e-", b"  ", b" a  b ", b"x "]),
+                min_size=1, max_size=6), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_c_kernel_fuzz(parts, pieces, flex):
     """Arbitrary bytes: no crash, and exactly the lines the reference regex matches (ints only)."""
+    buf = b"".join(parts)
     pieces = [p for p in pieces]
     for i in range(1, len(pieces) - 1):
         pieces[i] = pieces[i] or b" "
+    flex = tuple(flex[:len(pieces)])
     spec = tuple((i, i, 0) for i in range(len(pieces) - 1))
-    idx, _offs, vals, rest, nl = bulk._fastscan.scan(buf, tuple(pieces), spec)
+    idx, _offs, vals, rest, nl = bulk._fastscan.scan(buf, tuple(pieces), spec, (0,) * len(spec), flex)
     got = np.frombuffer(idx, dtype=np.int64).tolist()
     lines = buf.split(b"\n")[:-1]  # the unterminated tail is never matched
-    want = [i for i, ln in enumerate(lines) if _reference_match(ln, tuple(pieces))
+    want = [i for i, ln in enumerate(lines) if _reference_match(ln, tuple(pieces), flex)
             and all(len(m) <= 15 for m in re.findall(rb"[0-9]+", ln))]
     assert got == want and nl == buf.count(b"\n") and len(rest) == len(buf)
     vv = np.frombuffer(vals, dtype=np.float64).reshape(len(got), len(spec)) if spec else None
@@ -226,6 +236,8 @@ def test_c_kernel_rejects_bad_templates():
         bulk._fastscan.scan(b"1\n", (b"", b"", b""), ((0, 0, 0),))
     with pytest.raises(ValueError):
         bulk._fastscan.scan(b"1\n", (b"", b""), ((0, 1, 0),))
+    with pytest.raises(ValueError):
+        bulk._fastscan.scan(b"1\n", (b"", b""), ((0, 0, 0),), (0,), (True,))
 
 
 @settings(max_examples=50, deadline=None)
@@ -265,9 +277,15 @@ def _count_bulk_lines(monkeypatch) -> list[int]:
     return sizes
 
 
-def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
-    from probes.logs import analyzer as analyzer_mod
+def _assert_same_as_line_by_line(doc: dict, path, monkeypatch) -> None:
+    with monkeypatch.context() as m:
+        m.setattr(bulk, "learn", lambda *a, **k: None)
+        slow = analyze_paths([str(path)], chunk=1 << 16, workers=1)
+    for key in ("findings", "metrics", "steps"):
+        assert doc[key] == slow[key]
 
+
+def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
     rnd = random.Random(3)
     lines = []
     for s in range(1, 30000):
@@ -280,14 +298,10 @@ def test_interleaved_shapes_each_get_a_template(tmp_path, monkeypatch):
     p = tmp_path / "run.log"
     p.write_text("\n".join(lines) + "\n")
     bulk_lines = _count_bulk_lines(monkeypatch)
-    doc, an = analyzer_mod.analyze([str(p)], chunk=1 << 16, workers=1)
+    doc, an = analyze([str(p)], chunk=1 << 16, workers=1)
     assert len(an._templates[str(p)]) == 2
     assert sum(bulk_lines) > 28000
-    with monkeypatch.context() as m:
-        m.setattr(bulk, "learn", lambda *a, **k: None)
-        slow = analyze_paths([str(p)], chunk=1 << 16, workers=1)
-    for key in ("findings", "metrics", "steps"):
-        assert doc[key] == slow[key]
+    _assert_same_as_line_by_line(doc, p, monkeypatch)
 
 
 def test_a_later_dominant_progress_shape_is_learned_again(tmp_path, monkeypatch):
@@ -300,3 +314,21 @@ def test_a_later_dominant_progress_shape_is_learned_again(tmp_path, monkeypatch)
     doc = analyze_paths([str(p)], chunk=1 << 16, workers=1)
     assert doc["metrics"]["num_steps_with_loss"] == 19997  # rank 0 (the first two lines have no rank)
     assert sum(bulk_lines) > 15000
+
+
+def test_padded_numbers_that_grow_keep_their_template(tmp_path, monkeypatch):
+    """Megatron pads its numbers ("iteration       9/", "iteration      10/"): one template, with
+    the spaces around numbers stretching, takes them all."""
+    rnd = random.Random(5)
+    lines = [f" iteration {s:8d}/ 5000000 | consumed samples: {s * 512:12d} | elapsed time per iteration (ms): "
+             f"{1500 + rnd.random() * 10:.1f} | learning rate: 1.500E-04 | global batch size:   512 | lm loss: "
+             f"{3 + rnd.random() * 0.05:.6E} | loss scale: 65536.0 | grad norm: {1 + rnd.random():.3f} | "
+             "number of skipped iterations:   0 | number of nan iterations:   0 |" for s in range(1, 12000)]
+    p = tmp_path / "megatron.log"
+    p.write_text("\n".join(lines) + "\n")
+    bulk_lines = _count_bulk_lines(monkeypatch)
+    doc, an = analyze([str(p)], chunk=1 << 16, workers=1)
+    tpls = an._templates[str(p)]
+    assert len(tpls) == 1 and tpls[0].flex
+    assert sum(bulk_lines) > 11000
+    _assert_same_as_line_by_line(doc, p, monkeypatch)
