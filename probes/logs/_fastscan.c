@@ -37,8 +37,8 @@ typedef struct {
     int kind;
 } slot_t;
 
-static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8,
-                               1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
@@ -96,7 +96,7 @@ static int digits_value(const unsigned char *p, Py_ssize_t n, long long *out) {
 
 /* The value of one slot, or 0 when the line must take the slow path. */
 static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize_t *rs,
-                      const Py_ssize_t *re_, double *out) {
+                      const Py_ssize_t *re_, const char *const *pieces, const Py_ssize_t *plen, double *out) {
     Py_ssize_t a = sl->first, b = sl->last;
     if (sl->kind == K_INT || sl->kind == K_FRAC) {
         Py_ssize_t n = re_[a] - rs[a];
@@ -116,6 +116,27 @@ static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize
         return 1;
     }
     {
+        /* exponent form: int [. frac] e[+-] exp.  With at most 15 mantissa digits and a power of
+         * ten up to 1e22 both values are exact doubles, so one multiplication or division is
+         * correctly rounded (Clinger's fast path); anything else goes to PyOS_string_to_double. */
+        Py_ssize_t ni = re_[a] - rs[a], nf = (b - a == 2) ? re_[a + 1] - rs[a + 1] : 0, ne = re_[b] - rs[b];
+        if (b - a <= 2 && ni + nf <= MAX_DIGITS && ne <= 3) {
+            long long vi, vf = 0, ve;
+            digits_value(buf + rs[a], ni, &vi);
+            if (nf) digits_value(buf + rs[a + 1], nf, &vf);
+            digits_value(buf + rs[b], ne, &ve);
+            if (memchr(pieces[b], '-', (size_t)plen[b])) ve = -ve; /* the piece before the exponent: "e-", "E+", "e" */
+            long long net = ve - nf;
+            double mant = (double)(vi * (long long)POW10[nf] + vf);
+            if (net >= 0 && net <= 22) {
+                *out = mant * POW10[net];
+                return 1;
+            }
+            if (net < 0 && net >= -22) {
+                *out = mant / POW10[-net];
+                return 1;
+            }
+        }
         char tmp[MAX_EXP_TOKEN + 1];
         Py_ssize_t n = re_[b] - rs[a];
         char *end = NULL;
@@ -202,7 +223,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         int kind;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots_obj, k), "nni", &a, &b, &kind)) goto done;
         if (a < 0 || b < a || b >= runs || kind < K_INT || kind > K_FRAC || ((kind == K_INT || kind == K_FRAC) && a != b) ||
-            (kind == K_DEC && b != a + 1)) {
+            (kind == K_DEC && b != a + 1) || (kind == K_EXP && (b == a || b > a + 2))) {
             PyErr_SetString(PyExc_ValueError, "bad slot");
             goto done;
         }
@@ -243,7 +264,7 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
                 vals = v2;
             }
             int ok = 1;
-            for (Py_ssize_t k = 0; k < nslots && ok; k++) ok = slot_value(buf, &slots[k], rs, re_, &vals[n * nslots + k]);
+            for (Py_ssize_t k = 0; k < nslots && ok; k++) ok = slot_value(buf, &slots[k], rs, re_, pieces, plen, &vals[n * nslots + k]);
             if (ok) {
                 off[n] = pos;
                 idx[n++] = newlines;

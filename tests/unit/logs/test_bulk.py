@@ -332,3 +332,15 @@ def test_padded_numbers_that_grow_keep_their_template(tmp_path, monkeypatch):
     assert len(tpls) == 1 and tpls[0].flex
     assert sum(bulk_lines) > 11000
     _assert_same_as_line_by_line(doc, p, monkeypatch)
+
+
+@pytest.mark.skipif(bulk._fastscan is None, reason="C kernel not built")
+@settings(max_examples=400, deadline=None)
+@given(st.from_regex(r"[0-9]{1,10}(\.[0-9]{1,10})?[eE][-+]?[0-9]{1,3}", fullmatch=True))
+def test_c_kernel_exponent_values_equal_float(tok):
+    """The exponent fast path (mantissa and power of ten exact) and its fallback give float()."""
+    parts = re.split(r"(\d+)", tok)[1:-1]
+    pieces = (b"lr=",) + tuple(p.encode() for p in parts[1::2]) + (b"",)
+    runs = (len(parts) + 1) // 2
+    _idx, _offs, vals, _rest, _nl = bulk._fastscan.scan(f"lr={tok}\n".encode(), pieces, ((0, runs - 1, 2),))
+    assert np.frombuffer(vals, dtype=np.float64).tolist() == [float(tok)]
