@@ -343,4 +343,6 @@ def test_c_kernel_exponent_values_equal_float(tok):
     pieces = (b"lr=",) + tuple(p.encode() for p in parts[1::2]) + (b"",)
     runs = (len(parts) + 1) // 2
     _idx, _offs, vals, _rest, _nl = bulk._fastscan.scan(f"lr={tok}\n".encode(), pieces, ((0, runs - 1, 2),))
-    assert np.frombuffer(vals, dtype=np.float64).tolist() == [float(tok)]
+    got = np.frombuffer(vals, dtype=np.float64).tolist()
+    # a token past 24 characters that needs the slow conversion is left to the per-line path
+    assert got == [float(tok)] or (got == [] and len(tok) > 24)
