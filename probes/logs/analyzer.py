@@ -21,7 +21,7 @@ from probes.logs import bulk, prefixes, signatures
 from probes.logs.formats import parse_progress
 from probes.logs.readers import ReadStats, resolve, scan
 from probes.logs.signatures import Event
-from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, pack, rows_to_batch, take
+from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
 from probes.logs.unwrap import join_wrapped, needs_continuation
 
 
@@ -144,8 +144,6 @@ class LogAnalyzer:
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
-        self._raw_rows: list[dict] = []
-        self._raw_n = 0
 
     # -- the reader's consumer ------------------------------------------------------------
     def __call__(self, file: str, lineno: int, text: str) -> int:
@@ -321,13 +319,14 @@ class LogAnalyzer:
         cost (duplicate check, detectors) is mostly fixed."""
         self._staged.append(b)
         self._staged_n += batch_len(b)
-        if self._staged_n >= STAGE_ROWS:
+        # a parallel worker's batches are replayed one by one in the parent: bigger ones there
+        if self._staged_n >= (RAW_BATCH_ROWS if self.raw is not None else STAGE_ROWS):
             self._drain()
 
     def _drain(self) -> None:
         if self._staged:
             parts, self._staged, self._staged_n = self._staged, [], 0
-            self.ingest(parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]})
+            self.ingest(concat(parts))
 
     def flush(self) -> None:
         """Hand the buffered records to the step table (or the worker's spill)."""
@@ -337,10 +336,7 @@ class LogAnalyzer:
     def ingest(self, b: dict) -> None:
         """A batch of step records in log order: drop duplicates, count, store."""
         if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
-            self._raw_rows.append(b)
-            self._raw_n += batch_len(b)
-            if self._raw_n >= RAW_BATCH_ROWS:
-                self.spill_raw()
+            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
             return
         b = self._dedup(b)
         n = batch_len(b)
@@ -362,13 +358,6 @@ class LogAnalyzer:
             i = n - 1 if len(fids) and fids[-1] == fid else int(np.flatnonzero(fids == fid)[-1])
             ts = float(b["ts"][i])
             self.last_progress[self.table.files[fid]] = (int(b["line"][i]), None if math.isnan(ts) else ts)
-
-    def spill_raw(self) -> None:
-        """A parallel worker's buffered batches, as one (the replay's cost is mostly per batch)."""
-        if self._raw_rows:
-            rows, self._raw_rows, self._raw_n = self._raw_rows, [], 0
-            b = rows[0] if len(rows) == 1 else {c: np.concatenate([r[c] for r in rows]) for c in rows[0]}
-            pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _dedup(self, b: dict) -> dict:
         """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step."""
@@ -406,8 +395,6 @@ class LogAnalyzer:
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
         self.flush()
-        if self.raw is not None:
-            self.spill_raw()
 
 
 class _BulkFeed:
@@ -420,11 +407,9 @@ class _BulkFeed:
     def __init__(self, an: LogAnalyzer, parts: list, file_id: int) -> None:
         self.an, self.parts, self.file_id = an, parts, file_id
         batches = [tpl.batch(values, lines, file_id) for tpl, lines, values in parts]
-        if len(batches) == 1:
-            self.batch = batches[0]
-        else:
-            merged = {c: np.concatenate([b[c] for b in batches]) for c in batches[0]}
-            self.batch = take(merged, np.argsort(merged["line"], kind="stable"))
+        self.batch = concat(batches)
+        if len(batches) > 1:
+            self.batch = take(self.batch, np.argsort(self.batch["line"], kind="stable"))
         self.lines = self.batch["line"]
         self.count = len(self.lines)
         self.pos = [0] * len(parts)
@@ -467,7 +452,7 @@ LEARN_FAILURES = 8
 IDLE_CHUNKS = 8
 #: rows gathered into one batch for the step table (see LogAnalyzer._stage)
 STAGE_ROWS = 1 << 14
-#: rows a parallel worker gathers before it writes them for the replay
+#: rows a parallel worker gathers before it writes a batch for the replay
 RAW_BATCH_ROWS = 1 << 16
 #: keys remembered per rank for duplicate detection before the set starts over
 SEEN_KEYS = 4096

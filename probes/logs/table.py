@@ -52,6 +52,13 @@ def take(b: dict, sel) -> dict:
     return {c: a[sel] for c, a in b.items()}
 
 
+def concat(batches: list[dict]) -> dict:
+    """Batches (all with the same columns) one after another, as one."""
+    if len(batches) == 1:
+        return batches[0]
+    return {c: np.concatenate([b[c] for b in batches]) for c in batches[0]}
+
+
 def rows_to_batch(rows: list[tuple]) -> dict:
     """(rec, line, rank, ts, file_id) tuples from the per-line path → one batch."""
     n = len(rows)
