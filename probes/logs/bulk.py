@@ -138,9 +138,8 @@ def _repad(lit: str, how: str) -> str:
 
 def _ts_value(tok: str) -> float | None:
     """The per-line value of a timestamp token, through the vectorised conversion."""
-    runs = [int(d) for d in re.findall(r"\d+", tok)]
     digits = re.findall(r"\d+", tok)
-    base, ok = epoch_seconds(*(np.array([v]) for v in runs[:6]))
+    base, ok = epoch_seconds(*(np.array([int(v)]) for v in digits[:6]))
     if not ok[0]:
         return None
     return float(base[0]) + (int(digits[6]) / 10.0 ** len(digits[6]) if len(digits) > 6 else 0.0)
@@ -183,8 +182,8 @@ class Template:
     def __init__(self, literals: list[str], shapes: list[str], fields: dict, const: dict, rank,
                  own: list[str] | None = None, flex: bool = False) -> None:
         self.literals, self.shapes = literals, shapes
-        #: any run of spaces in the literals matches any run of spaces (padded numbers); set only
-        #: when learn() saw the per-line parsers read lines with other padding alike
+        #: the leading and trailing runs of spaces of each literal match any run of spaces (padded
+        #: numbers); set only when learn() saw the per-line parsers read re-padded lines alike
         self.flex = flex
         self.fields = fields  # canon -> (slot, op)
         self.const = const  # canon -> value
