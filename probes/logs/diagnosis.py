@@ -131,12 +131,20 @@ def _timeouts(evs: list[Event]) -> dict | None:
             facts[f"rank{r}_op_type"] = p["op_type"]
         if "last_completed_work" in p:
             facts[f"rank{r}_last_completed_work"] = p["last_completed_work"]
+        if "last_enqueued_work" in p:
+            facts[f"rank{r}_last_enqueued_work"] = p["last_enqueued_work"]
     culprits, why = [], ""
     completed = {r: p["last_completed_work"] for r, p in per_rank.items() if "last_completed_work" in p}
+    enqueued = {r: p["last_enqueued_work"] for r, p in per_rank.items() if "last_enqueued_work" in p}
     if len(set(completed.values())) > 1:
         low = min(completed.values())
         culprits = sorted(r for r, v in completed.items() if v == low)
         why = f"rank(s) {culprits} completed the fewest collectives ({low})"
+    elif len(set(enqueued.values())) > 1 and (work := max(seqs.values(), default=None)) is not None \
+            and min(enqueued.values()) < work:
+        low = min(enqueued.values())
+        culprits = sorted(r for r, v in enqueued.items() if v == low)
+        why = f"rank(s) {culprits} had not yet enqueued collective {work} (last enqueued {low}): they never reached it"
     elif len(set(seqs.values())) > 1:
         common = Counter(seqs.values()).most_common(1)[0][0]
         odd = sorted(r for r, v in seqs.items() if v != common)

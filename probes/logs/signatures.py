@@ -338,7 +338,10 @@ R = re.compile
 RULES: list[Rule] = [
     Rule("WorkNCCL", R(r"[Cc]aught collective operation timeout: WorkNCCL\((?P<body>(?:[^()]|\([^()]*\))*)\)"
                        r"(?: ran for (?P<ran>\d+) milliseconds)?"), _timeout),
-    Rule("watchdog at work", R(r"(?:failure|timeout) detected by watchdog at work(?: sequence id)?: (?P<seq_num>\d+)"
+    # "failure detected by watchdog at work sequence id: N PG status: ..." (2.5+), "Exception (either an
+    # error or timeout) detected by watchdog at work: N, last enqueued NCCL work: ..." (2.3/2.4), and
+    # "Exception detected by watchdog at work: N"
+    Rule("watchdog at work", R(r"detected by watchdog at work(?: sequence id)?: (?P<seq_num>\d+)"
                                r"(?:.*?last enqueued (?:NCCL )?work: (?P<last_enqueued_work>\d+))?"
                                r"(?:.*?last completed (?:NCCL )?work: (?P<last_completed_work>\d+))?"), _work_status),
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "

@@ -48,6 +48,19 @@ def test_absent_rank_is_the_timeout_suspect():
     assert t["facts"]["ranks_reporting"] == [0, 1, 3]
 
 
+def test_the_rank_that_never_enqueued_the_collective_is_the_suspect(tmp_path):
+    """PyTorch 2.3+ status lines: every rank completed 12344 and timed out in 12345, but rank 2
+    never enqueued 12345 (it was elsewhere): rank 2 is the culprit, the others are victims."""
+    lines = [f"[rank{r}]:[E1203 10:04:0{r}.000000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+             f"Rank {r}] Exception (either an error or timeout) detected by watchdog at work: 12345, last enqueued "
+             f"NCCL work: {12344 if r == 2 else 12345}, last completed NCCL work: 12344." for r in range(4)]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    (f,) = analyze_paths([str(p)])["findings"]
+    assert f["kind"] == "nccl_timeout" and f["facts"]["suspect_ranks"] == [2]
+    assert f["facts"]["rank2_last_enqueued_work"] == 12344 and "never reached it" in f["cause"]
+
+
 def test_old_oom_converts_mib_to_gib():
     f = analyze_paths([str(FIX / "failing/oom_old.log")])["findings"][0]
     assert f["facts"]["oom_tried_to_allocate_raw"] == "110.33 MiB"
@@ -79,6 +92,11 @@ def test_trainer_contract_line_parses_as_key_value():
      "(10.1.1.1, 29500).", "rendezvous_timeout"),
     ("[PG 0 Rank 3] Timeout at NCCL work: 1234, last enqueued NCCL work: 1235, last completed NCCL work: 1233.",
      "nccl_timeout"),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: "
+     "12345, last enqueued NCCL work: 12345, last completed NCCL work: 12344.", "nccl_timeout"),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog at work sequence id: 59958 PG status: "
+     "last enqueued work: 59998, last completed work: 59957", "nccl_timeout"),
+    ("[rank0]: Exception detected by watchdog at work: 233625", "nccl_timeout"),
     ("[E ProcessGroupNCCL.cpp:587] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
      "TensorShape=[13172736], Timeout(ms)=1800000) ran for 1806986 milliseconds before timing out.", "nccl_timeout"),
     ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error, "
