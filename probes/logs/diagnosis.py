@@ -312,9 +312,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             f["message"] = f"{last.facts['exception_type']}: {last.facts['exception_message']}"[:300]
             out.append(f)
         else:
-            tgt = errors[0]
-            tgt["facts"].setdefault("exception_type", last.facts["exception_type"])
-            tgt["facts"].setdefault("exception_message", last.facts["exception_message"])
+            # the error the exception reports: of the same rank (or none known), at or before it
+            near = [f for f in errors if f.get("file") == last.file and (f.get("line") or 0) <= last.line
+                    and (f.get("rank") is None or last.rank is None or f.get("rank") == last.rank)]
+            tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
+            if tgt.get("rank") is None or last.rank is None or tgt.get("rank") == last.rank:
+                tgt["facts"].setdefault("exception_type", last.facts["exception_type"])
+                tgt["facts"].setdefault("exception_message", last.facts["exception_message"])
     return out
 
 

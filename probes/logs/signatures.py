@@ -365,8 +365,10 @@ RULES: list[Rule] = [
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
     Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),
     Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
-    Rule("timed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
-                        r"|RendezvousTimeoutError|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+    # "imed out": also the store's "Timed out after 901 seconds waiting for clients. 1/2 clients joined."
+    Rule("imed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
+                       r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+    Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
     # the client retries a refused store connection until its timeout: the same failure class
     Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
                          r"Connection refused)"), _rdzv_timeout),

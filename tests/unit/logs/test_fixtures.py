@@ -61,6 +61,18 @@ def test_the_rank_that_never_enqueued_the_collective_is_the_suspect(tmp_path):
     assert f["facts"]["rank2_last_enqueued_work"] == 12344 and "never reached it" in f["cause"]
 
 
+def test_an_exception_is_told_to_the_error_it_reports(tmp_path):
+    """The traceback's exception belongs to the error of its rank just before it, not to the
+    first error of the log."""
+    p = tmp_path / "train.log"
+    p.write_text("RuntimeError: The server socket has failed to listen on any local network address. "
+                 "code: -98, name: EADDRINUSE, message: address already in use\n"
+                 "[rank7]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    by_kind = {f["kind"]: f for f in analyze_paths([str(p)])["findings"]}
+    assert by_kind["cuda_error"]["facts"]["exception_message"].startswith("CUDA error: an illegal memory")
+    assert "exception_message" not in by_kind["rendezvous_address_in_use"]["facts"]
+
+
 def test_old_oom_converts_mib_to_gib():
     f = analyze_paths([str(FIX / "failing/oom_old.log")])["findings"][0]
     assert f["facts"]["oom_tried_to_allocate_raw"] == "110.33 MiB"
@@ -97,6 +109,9 @@ def test_trainer_contract_line_parses_as_key_value():
     ("[PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog at work sequence id: 59958 PG status: "
      "last enqueued work: 59998, last completed work: 59957", "nccl_timeout"),
     ("[rank0]: Exception detected by watchdog at work: 233625", "nccl_timeout"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "rendezvous_timeout"),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "rendezvous_timeout"),
     ("[E ProcessGroupNCCL.cpp:587] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
      "TensorShape=[13172736], Timeout(ms)=1800000) ran for 1806986 milliseconds before timing out.", "nccl_timeout"),
     ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system error, "
