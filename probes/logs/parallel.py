@@ -59,14 +59,13 @@ def _work(args):
     return an, stats, raw_path
 
 
-def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None,
-                  ranges: int | None = None):
+def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = None, chunk: int | None = None):
     """Ranges read by a pool of forked workers, replayed here in file order as they finish."""
     import multiprocessing as mp
 
     size = os.path.getsize(path)
     n = max(1, min(workers or os.cpu_count() or 1, 8))
-    k = ranges or max(2 * n, min(MAX_RANGES, size // RANGE_BYTES))
+    k = max(2 * n, min(MAX_RANGES, size // RANGE_BYTES))
     bounds = [size * i // k for i in range(k + 1)]
     analyzer.flush()
     stats.files.append(path)
