@@ -159,7 +159,7 @@ def loss_spikes(t: StepTable, idx: Sequence[int], s: Settings) -> list[dict]:
                 if scales:
                     f["loss_scale_min"] = min(scales)
                 out.append(_finding("loss_spike", t, k, f"loss spikes to {_fmt(vm)} at {_x(t, km)[0]} "
-                                    f"{_x(t, km)[1]} (baseline {_fmt(med)}, x{vm / med:.2f})"
+                                    f"{_x(t, km)[1]} (baseline {_fmt(med)}, {f'x{vm / med:.2f}' if med else 'x inf'})"
                                     + ("; recovered" if recovered else "; did not recover"), f))
                 i = j + 1
                 continue
