@@ -120,15 +120,16 @@ def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK, start: int = 0,
             if not data:
                 break
             stats.bytes_read += len(data)
-            data = rest + data
             cut = data.rfind(b"\n") + 1
-            if cut == 0 and len(data) < 4 * chunk:
-                rest = data
+            if cut == 0 and len(rest) + len(data) < 4 * chunk:
+                rest += data
                 continue
             if cut == 0:  # one enormous line: hand it over in pieces rather than grow without bound
                 cut = len(data)
+            # one copy per chunk: the carried-over partial line and this read up to its last newline
+            out = rest + data if cut == len(data) else b"".join((rest, memoryview(data)[:cut]))
             rest = data[cut:]
-            yield data[:cut]
+            yield out
         if rest:
             yield rest
     finally:
