@@ -368,7 +368,7 @@ class LogAnalyzer:
             seen = self._seen_keys.setdefault(r0, set())
             top = self._seen_max.get(r0)
             if not seen or (top is not None and top < keys[0]):  # strictly increasing, all new: the common case
-                _add_seen(seen, keys.tolist())
+                _add_seen(seen, keys)
                 self._seen_max[r0] = int(keys[-1])
                 return b
         keep = []
@@ -458,16 +458,18 @@ RAW_BATCH_ROWS = 1 << 16
 SEEN_KEYS = 4096
 
 
-def _add_seen(seen: set, keys: list) -> None:
-    """``seen`` after adding new ``keys`` one by one with the clear-when-full rule of ``_dedup``."""
+def _add_seen(seen: set, keys) -> None:
+    """``seen`` after adding new ``keys`` (a list or an int array) one by one with the
+    clear-when-full rule of ``_dedup``; of a long batch only the kept tail becomes Python ints."""
     s, n, full = len(seen), len(keys), SEEN_KEYS + 1
     if s + n <= full:
-        seen.update(keys)
+        seen.update(keys.tolist() if isinstance(keys, np.ndarray) else keys)
         return
     i0 = full - s  # the key whose arrival finds the set full
     last = i0 + full * ((n - 1 - i0) // full)
     seen.clear()
-    seen.update(keys[last:])
+    tail = keys[last:]
+    seen.update(tail.tolist() if isinstance(tail, np.ndarray) else tail)
 
 
 def analyze(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None,

@@ -26,6 +26,8 @@ MIN_BYTES = 64 << 20
 #: about this many bytes per range (at least two ranges per worker, at most MAX_RANGES)
 RANGE_BYTES = 16 << 20
 MAX_RANGES = 256
+#: in a worker process: the templates it learned per file (see _work)
+_TEMPLATES: dict[str, list] = {}
 
 
 def worth_splitting(path: str) -> bool:
@@ -46,6 +48,11 @@ def _work(args):
     from probes.logs.readers import scan
 
     an, stats = LogAnalyzer(), ReadStats()
+    # the progress-line templates this worker learned in its earlier ranges of the file: a range
+    # then starts on the bulk path instead of parsing its first progress lines one by one (a
+    # template is valid anywhere in the file, so the result is the same)
+    if _TEMPLATES.get(path):
+        an._templates[path] = list(_TEMPLATES[path])
     fd, raw_path = tempfile.mkstemp(prefix="range-", suffix=".pkl", dir=spill_dir)
     an.raw = os.fdopen(fd, "wb")
     kw = {"chunk": chunk} if chunk else {}
@@ -55,6 +62,8 @@ def _work(args):
     finally:
         an.raw.close()
     an.raw = None
+    _TEMPLATES[path] = list(an._templates.get(path, ()))
+    an._templates = {}
     an.table = None  # the records travel in the raw file, not through the pipe
     return an, stats, raw_path
 

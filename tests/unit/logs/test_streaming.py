@@ -135,14 +135,17 @@ def test_duplicate_keys_are_forgotten_like_one_by_one():
     for s0 in (0, 1, 100, 4096, 4097):
         for n in (0, 1, 5, 4096, 4097, 9000):
             seen_bulk = set(range(-s0, 0))
+            seen_arr = set(seen_bulk)
             seen_one = set(seen_bulk)
             keys = list(range(1, n + 1))
             _add_seen(seen_bulk, keys)
+            _add_seen(seen_arr, np.array(keys, dtype=np.int64))
             for k in keys:
                 if len(seen_one) > analyzer_mod.SEEN_KEYS:
                     seen_one.clear()
                 seen_one.add(k)
-            assert seen_bulk == seen_one, (s0, n)
+            assert seen_bulk == seen_one == seen_arr, (s0, n)
+            assert all(type(k) is int for k in seen_arr)
 
 
 def test_csv_export_streams_every_record(tmp_path):
