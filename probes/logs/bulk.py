@@ -71,9 +71,14 @@ def epoch_seconds(y, mo, d, h, mi, s) -> tuple[np.ndarray, np.ndarray]:
     return (days * 86400 + h * 3600 + mi * 60 + s).astype(np.float64), ok
 
 
+def _token_parts(tok: str) -> list[str]:
+    """A number token as digits, separator, digits, ... (it starts and ends with digits)."""
+    return re.split(r"(\d+)", tok)[1:-1]
+
+
 def _ts_regex(tok: str) -> str:
     """A capture group for timestamps laid out like ``tok``: fixed-width fields, any fraction."""
-    runs = re.split(r"(\d+)", tok)[1:-1]
+    runs = _token_parts(tok)
     out = []
     for j, part in enumerate(runs):
         if j % 2:
@@ -92,7 +97,7 @@ _TS_PROBES = {  # year, month, day, hour, minute, second, fraction digits
 
 def _ts_probe(own: str, kind: str) -> str:
     """A valid timestamp laid out like ``own`` (its separators and field widths)."""
-    runs = re.split(r"(\d+)", own)[1:-1]
+    runs = _token_parts(own)
     vals = _TS_PROBES[kind]
     out = []
     for j, part in enumerate(runs):
@@ -208,7 +213,7 @@ class Template:
             pieces, spec, widths, run = [literals[0].encode()], {}, [], 0
             flexible = [flex]  # the literals between numbers stretch, a number's inner text never
             for i, tok in enumerate(own):
-                parts = re.split(r"(\d+)", tok)[1:-1]  # digits, sep, digits, ...: starts and ends with digits
+                parts = _token_parts(tok)
                 nruns = (len(parts) + 1) // 2
                 pieces.extend(p.encode() for p in parts[1::2])
                 pieces.append(literals[i + 1].encode())
@@ -405,15 +410,6 @@ def _decimals(chars: bytes, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     frac = np.zeros(len(lens), dtype=np.int64)
     frac[has_dot] = last[has_dot] - cs[np.flatnonzero(~digit)]  # digits after the (one) dot
     return mant, frac
-
-
-def decimals(col: list[bytes], n: int, shape: str) -> np.ndarray | None:
-    """``int`` (shape ``int``) or ``float`` (``dec``) of each string, vectorised; None if too long."""
-    lens = np.fromiter(map(len, col), dtype=np.int64, count=n)
-    if lens.max(initial=0) > _MAX_LEN[shape]:
-        return None
-    mant, frac = _decimals(b"".join(col), lens)
-    return mant if shape == "int" else mant / _POW10F[frac]
 
 
 def _floats(col: list[bytes], n: int) -> np.ndarray:
