@@ -10,9 +10,9 @@ PIP    := $(PY) -m pip
 TORCH_SPEC     ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup setup-test preflight test clean
+.PHONY: setup setup-test preflight test lint clean
 
-$(VENV)/.installed: pyproject.toml setup.py probes/logs/_fastscan.c scripts/setup-venv.sh
+$(VENV)/.installed: pyproject.toml setup.py diag/logs/_fastscan.c scripts/setup-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_SPEC="$(TORCH_SPEC)" TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" sh scripts/setup-venv.sh
 	touch $@
 
@@ -23,6 +23,9 @@ preflight: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,9 +1,35 @@
-"""Only the optional C accelerator of analyze-log lives here; everything else is in pyproject.toml.
+"""Package layout and the optional C accelerator; all metadata is in pyproject.toml.
 
-``optional=True``: without a C compiler the install still succeeds, and analyze-log uses its
-pure-Python bulk path (probes/logs/bulk.py), which gives the same results more slowly.
+The repository keeps the client's layout (``diag/``, ``probes/``, ``reports/``, ``runbooks/``);
+installed, it is the one import package ``llmdiag``: ``diag/`` is ``llmdiag`` itself and the
+other three are ``llmdiag.probes``, ``llmdiag.reports`` and ``llmdiag.runbooks``. Nothing else
+lands at the top level of site-packages (tests/unit/test_packaging.py reads the wheel's RECORD).
+
+The extension is ``optional=True``: without a C compiler the install still succeeds, and
+analyze-log uses its pure-Python bulk path (diag/logs/bulk.py), with the same results, slower.
 """
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
-setup(ext_modules=[Extension("probes.logs._fastscan", ["probes/logs/_fastscan.c"], optional=True)])
+#: import name -> directory in the repository
+PACKAGE_DIR = {
+    "llmdiag": "diag",
+    "llmdiag.probes": "probes",
+    "llmdiag.reports": "reports",
+    "llmdiag.runbooks": "runbooks",
+}
+
+
+def packages() -> list[str]:
+    found = []
+    for name, directory in PACKAGE_DIR.items():
+        found.append(name)
+        found += [f"{name}.{sub}" for sub in find_packages(directory)]
+    return found
+
+
+setup(
+    package_dir=PACKAGE_DIR,
+    packages=packages(),
+    ext_modules=[Extension("llmdiag.logs._fastscan", ["diag/logs/_fastscan.c"], optional=True)],
+)

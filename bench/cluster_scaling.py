@@ -55,7 +55,7 @@ def namespace_run(n: int, timeout: float) -> dict:
         procs = {}
         start = time.monotonic()
         for k in range(n):
-            argv = ["/usr/bin/time", "-f", "%U %S", sys.executable, "-m", "diag", "preflight", "-c", str(cfg),
+            argv = ["/usr/bin/time", "-f", "%U %S", sys.executable, "-m", "llmdiag", "preflight", "-c", str(cfg),
                     "--nnodes", str(n), "--node-rank", str(k), "--master-addr", tb.addr(0), "--master-port", "29500",
                     "--timeout", f"{timeout:g}", "--probe", "system", "--shared-path", str(shared), "-f", "json"]
             procs[k] = tb.popen(k, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -97,8 +97,8 @@ def warm_run(n: int, timeout: float) -> dict:
 
     import torch.distributed  # noqa: F401 - paid once, before the fork
 
-    import diag.cli  # noqa: F401
-    from diag.cluster import agent, merge  # noqa: F401
+    import llmdiag.cli  # noqa: F401
+    from llmdiag.cluster import agent, merge  # noqa: F401
     from tests.cluster.testbed import Testbed
 
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -126,7 +126,7 @@ def warm_run(n: int, timeout: float) -> dict:
                     os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
                     devnull = os.open(os.devnull, os.O_WRONLY)
                     os.dup2(devnull, 2)
-                    diag.cli.cli.main(args=argv, prog_name="llmdiag", standalone_mode=False)
+                    llmdiag.cli.cli.main(args=argv, prog_name="llmdiag", standalone_mode=False)
                     code = 0
                 except SystemExit as exc:
                     code = exc.code if isinstance(exc.code, int) else 1
@@ -173,9 +173,9 @@ def _fake_node_doc(rank: int) -> dict:
 
 
 def _agent_thread(rank: int, n: int, port: int, deadline: float, out: dict) -> None:
-    from diag.cluster import gather
-    from diag.cluster.rendezvous import StoreSession
-    from diag.cluster.world import World
+    from llmdiag.cluster import gather
+    from llmdiag.cluster.rendezvous import StoreSession
+    from llmdiag.cluster.world import World
 
     w = World(node_rank=rank, nnodes=n, master_addr="127.0.0.1", master_port=port)
     s = StoreSession(w, heartbeat_s=max(0.5, n / 1000))
@@ -254,9 +254,9 @@ def store_run(n: int, workers: int, timeout: float = 120.0) -> dict:
 
     import torch  # noqa: F401 - imported once here so workers fork with it loaded
 
-    from diag.cluster import gather, merge
-    from diag.cluster.rendezvous import StoreSession
-    from diag.cluster.world import World
+    from llmdiag.cluster import gather, merge
+    from llmdiag.cluster.rendezvous import StoreSession
+    from llmdiag.cluster.world import World
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

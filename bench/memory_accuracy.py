@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag.memory.activations import korthikanti  # noqa: E402
-from diag.memory.measure import compare, grid, spec_and_plan  # noqa: E402
+from llmdiag.memory.activations import korthikanti  # noqa: E402
+from llmdiag.memory.measure import compare, grid, spec_and_plan  # noqa: E402
 
 
 def main() -> None:

@@ -26,12 +26,12 @@ def main() -> None:
     ap.add_argument("--recorded", action="store_true", help="replay 8 recorded H100s instead of the real NVML")
     args = ap.parse_args()
 
-    from diag import nvml
-    from diag.monitor import sinks as S
-    from diag.monitor.config import Rules
-    from diag.monitor.gpus import GpuSampler
-    from diag.monitor.host import HostSampler
-    from diag.monitor.loop import Monitor, Sinks
+    from llmdiag import nvml
+    from llmdiag.monitor import sinks as S
+    from llmdiag.monitor.config import Rules
+    from llmdiag.monitor.gpus import GpuSampler
+    from llmdiag.monitor.host import HostSampler
+    from llmdiag.monitor.loop import Monitor, Sinks
 
     fixture = REPO / "tests" / "fixtures" / "nvml" / "timeline-h100-faults.json"
     factory = (lambda: nvml.replay(fixture)) if args.recorded else None

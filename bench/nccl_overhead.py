@@ -6,7 +6,7 @@ Usage: python bench/nccl_overhead.py [--nproc 2] [--sizes 16M,32M,64M] [-C all] 
 
 Starts ``--nproc`` gloo ranks on 127.0.0.1 (CPU). In that one process group, for every
 collective and size, it alternates ``--reps`` times between
-- the tool: ``diag.ncclbench.launch.run_on_group`` (the code path behind `llmdiag nccl-bench`,
+- the tool: ``llmdiag.ncclbench.launch.run_on_group`` (the code path behind `llmdiag nccl-bench`,
   check off as with ``-c 0``; checking happens outside the timed loop anyway), and
 - a bare loop written here with plain torch.distributed calls: barrier, ``iters`` calls,
   wall time per call, mean over ranks, the same nccl-tests busbw formula,
@@ -92,8 +92,8 @@ def bare_busbw(name: str, nbytes: int, rank: int, n: int, iters: int, warmup: in
 
 def tool_busbw(name: str, nbytes: int, iters: int, warmup: int, timeout_s: float) -> float:
     """The busbw `llmdiag nccl-bench` reports for this one row (same code path as the CLI)."""
-    from diag.ncclbench import launch
-    from diag.ncclbench.config import BenchSpec
+    from llmdiag.ncclbench import launch
+    from llmdiag.ncclbench.config import BenchSpec
 
     spec = BenchSpec(collectives=(name,), sizes=(nbytes,), warmup_iters=warmup, iters=iters, check=False,
                      backend="gloo", timeout_s=timeout_s)
@@ -135,7 +135,7 @@ def free_port() -> int:
 
 
 def parse_sizes(ap: argparse.ArgumentParser, text: str) -> list[int]:
-    from diag.ncclbench.sizes import parse_size
+    from llmdiag.ncclbench.sizes import parse_size
 
     try:
         sizes = [parse_size(s) for s in text.split(",") if s.strip()]

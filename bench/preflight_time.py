@@ -34,8 +34,8 @@ def main() -> None:
     last = ""
     for _ in range(args.runs):
         base.append(timed([sys.executable, "-c", "pass"], env)[0])
-        help_.append(timed([sys.executable, "-m", "diag", "--help"], env)[0])
-        t, last = timed([sys.executable, "-m", "diag", "preflight", "-f", "json"], env)
+        help_.append(timed([sys.executable, "-m", "llmdiag", "--help"], env)[0])
+        t, last = timed([sys.executable, "-m", "llmdiag", "preflight", "-f", "json"], env)
         pre.append(t)
     b, h, p = statistics.median(base), statistics.median(help_), statistics.median(pre)
     print(f"python -c pass        : {b:6.3f} s (median of {args.runs})")

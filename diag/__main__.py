@@ -1,6 +1,6 @@
 """`python -m diag` is the same as the `llmdiag` command."""
 
-from diag.cli import main
+from llmdiag.cli import main
 
 if __name__ == "__main__":
     main()

@@ -7,51 +7,48 @@ whose heavy dependency is broken cannot break the others.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 import traceback
 
 import click
 
-from diag import __version__
-from diag.errors import LlmdiagError
-from diag.exitcodes import ExitCode
+from llmdiag import __version__
+from llmdiag.errors import LlmdiagError
+from llmdiag.exitcodes import ExitCode
 
-#: name -> (module:attribute, one-line help). Commands whose module is absent are not listed.
+#: name -> (module:attribute, one-line help). Every command is listed here; one whose module
+#: fails to import is an error (exit 3 naming it), never a command that silently disappears.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "preflight": ("diag.commands.preflight:preflight", "Check every node and the cluster before launch."),
-    "nccl-bench": ("diag.commands.nccl_bench:nccl_bench", "Collective bandwidth as nccl-tests measures it."),
-    "analyze-log": ("diag.commands.analyze_log:analyze_log", "Find what went wrong in a training log, and why."),
-    "estimate-memory": ("diag.commands.estimate_memory:estimate_memory", "Predict per-GPU memory of a training plan."),
-    "train": ("diag.commands.train:train", "Minimal reference trainer to rehearse on."),
-    "prepare-data": ("diag.commands.prepare_data:prepare_data", "Tokenise text into the trainer's binary format."),
-    "monitor": ("diag.commands.monitor:monitor", "Sample GPUs and the host while a job runs."),
-    "report": ("diag.commands.report:report", "Work with saved reports (merge node reports)."),
-    "runbook": ("diag.commands.runbook:runbook", "List runbooks, or print one."),
+    "preflight": ("llmdiag.commands.preflight:preflight", "Check every node and the cluster before launch."),
+    "nccl-bench": ("llmdiag.commands.nccl_bench:nccl_bench", "Collective bandwidth as nccl-tests measures it."),
+    "analyze-log": ("llmdiag.commands.analyze_log:analyze_log", "Find what went wrong in a training log, and why."),
+    "estimate-memory": ("llmdiag.commands.estimate_memory:estimate_memory", "Predict per-GPU memory of a training plan."),
+    "train": ("llmdiag.commands.train:train", "Minimal reference trainer to rehearse on."),
+    "prepare-data": ("llmdiag.commands.prepare_data:prepare_data", "Tokenise text into the trainer's binary format."),
+    "monitor": ("llmdiag.commands.monitor:monitor", "Sample GPUs and the host while a job runs."),
+    "report": ("llmdiag.commands.report:report", "Work with saved reports (merge node reports)."),
+    "runbook": ("llmdiag.commands.runbook:runbook", "List runbooks, or print one."),
 }
-
-
-def _available(spec: str) -> bool:
-    module = spec.partition(":")[0]
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 class LlmdiagGroup(click.Group):
     """Lazy subcommands, and one place that turns errors into messages and exit codes."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name, (spec, _) in COMMANDS.items() if _available(spec)]
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         entry = COMMANDS.get(name)
-        if entry is None or not _available(entry[0]):
+        if entry is None:
             return None
         module, _, attr = entry[0].partition(":")
-        return getattr(importlib.import_module(module), attr)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except Exception as exc:  # noqa: BLE001 - a broken built-in command is fatal, and named
+            click.echo(f"llmdiag: built-in command {name!r} ({entry[0]}) failed to import: "
+                       f"{type(exc).__name__}: {exc} (a broken llmdiag install; reinstall it)", err=True)
+            ctx.exit(ExitCode.INTERNAL_ERROR)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from reports.base import FORMATS, RenderOptions
+from llmdiag.reports.base import FORMATS, RenderOptions
 
 
 def output_options(default_format: str = "terminal") -> Callable:
@@ -46,7 +46,7 @@ def emit_doc(
     protect: Iterable[str] = (),
     extra: Mapping[str, Any] | None = None,
 ) -> str:
-    from reports.base import emit
+    from llmdiag.reports.base import emit
 
     import sys
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diag.launcher import LauncherInfo, parse_launcher
+from llmdiag.launcher import LauncherInfo, parse_launcher
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,13 +164,13 @@ class Context:
     """Everything a probe gets. Build one with :meth:`create` (real world) or directly in tests.
 
     - ``env``: environment variables (a plain dict; never ``os.environ`` itself).
-    - ``config``: the validated :class:`diag.config.Config`.
-    - ``launcher``: parsed launcher variables (:mod:`diag.launcher`).
+    - ``config``: the validated :class:`llmdiag.config.Config`.
+    - ``launcher``: parsed launcher variables (:mod:`llmdiag.launcher`).
     - ``node``: this node's name in reports (hostname by default).
     - ``runner``: runs external commands with timeouts.
     - ``deadline``: the deadline of the probe currently running (the runner sets it).
     - ``root``: prefix for ``/proc`` and ``/sys`` reads, so tests can feed a recorded tree.
-    - ``nvml``: factory for the NVML adapter (see :mod:`diag.nvml`); ``None`` means the real one.
+    - ``nvml``: factory for the NVML adapter (see :mod:`llmdiag.nvml`); ``None`` means the real one.
     - ``cleanup``: where probes register temporary paths they create.
     - ``services``: named extras other subsystems inject (a process group, a store, ...).
     """
@@ -195,7 +195,7 @@ class Context:
         **kwargs: Any,
     ) -> Context:
         if config is None:
-            from diag.config import Config
+            from llmdiag.config import Config
 
             config = Config.default()
         env = dict(os.environ if env is None else env)

@@ -29,3 +29,10 @@ class PluginError(LlmdiagError):
     """A probe plugin breaks the probe contract; the message names the plugin and the rule."""
 
     exit_code = 2
+
+
+class BuiltinError(LlmdiagError):
+    """A part of llmdiag itself (a built-in probe, command, config section or renderer) failed
+    to import: a broken install, never skipped silently. Exit code 3."""
+
+    exit_code = 3

@@ -3,7 +3,7 @@
 Everything the GPU checks need is read once per device into a frozen :class:`GpuSnapshot`;
 the checks only ever look at snapshots. That keeps the logic testable on machines without a
 GPU: :class:`RecordedNvml` replays snapshots recorded on real nodes (JSON files in
-``tests/fixtures/nvml/``), and ``python -m diag.nvml record`` writes such a file from the real
+``tests/fixtures/nvml/``), and ``python -m llmdiag.nvml record`` writes such a file from the real
 NVML of a GPU node.
 
 Contract (``CONTRACTS.md``): :func:`load` returns an object with ``driver_version()``,
@@ -441,9 +441,9 @@ def record(api: Any, description: str = "") -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m diag.nvml record [DESCRIPTION]``: print this node's readings as JSON."""
+    """``python -m llmdiag.nvml record [DESCRIPTION]``: print this node's readings as JSON."""
     if not argv or argv[0] != "record":
-        print("usage: python -m diag.nvml record [DESCRIPTION]", file=sys.stderr)
+        print("usage: python -m llmdiag.nvml record [DESCRIPTION]", file=sys.stderr)
         return 2
     try:
         api = load()

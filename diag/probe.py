@@ -2,7 +2,7 @@
 
 A probe has a ``name`` (lowercase, ``[a-z][a-z0-9_-]*``), a one-line ``description``, the set of
 things it ``requires`` (see :class:`Requirement`), an optional ``config_section`` it reads, a
-``timeout_s`` and a ``run(ctx)`` method returning an iterable of :class:`diag.result.Result`.
+``timeout_s`` and a ``run(ctx)`` method returning an iterable of :class:`llmdiag.result.Result`.
 
 Rules the runner enforces (so one broken plugin never breaks a run):
 - a probe that raises becomes a ``fail`` result naming the exception;
@@ -19,8 +19,8 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from diag.context import Context
-from diag.result import Evidence, Result, Status
+from llmdiag.context import Context
+from llmdiag.result import Evidence, Result, Status
 
 
 class Requirement(str, enum.Enum):

@@ -7,7 +7,7 @@ A third-party package exposes a probe with an entry point::
 
 The target may be a probe class (instantiated with no arguments), a probe instance, or a
 zero-argument factory. :func:`validate` checks the contract at registration and raises
-:class:`diag.errors.PluginError` naming the plugin and the rule it breaks; the CLI turns a
+:class:`llmdiag.errors.PluginError` naming the plugin and the rule it breaks; the CLI turns a
 plugin that fails validation into a failed result rather than aborting the run.
 """
 
@@ -20,26 +20,26 @@ from collections.abc import Callable, Iterable
 from importlib import metadata
 from typing import Any
 
-from diag.errors import PluginError
-from diag.probe import Probe, Requirement
+from llmdiag.errors import BuiltinError, PluginError
+from llmdiag.probe import Probe, Requirement
 
 ENTRY_POINT_GROUP = "llmdiag.probes"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
-#: Built-in probes, in report order, as "module:attribute". Modules that do not exist yet in
-#: this checkout are skipped silently (ModuleNotFoundError of that very module); any other
-#: import error becomes a load error the report shows.
+#: Built-in probes, in report order, as "module:attribute". One that fails to import or to
+#: validate raises :class:`~llmdiag.errors.BuiltinError` (exit 3): a broken install is never a
+#: silently shorter report. Third-party plugins that fail are findings instead.
 BUILTIN_PROBES: tuple[str, ...] = (
-    "probes.software:SoftwareProbe",
-    "probes.launcher:LauncherProbe",
-    "probes.gpu:GpuProbe",
-    "probes.system:SystemProbe",
-    "probes.network:NetworkProbe",
-    "probes.ports:PortsProbe",
-    "probes.filesystem:FilesystemProbe",
-    "probes.memory:MemoryPlanProbe",
-    "probes.nccl:NcclBenchProbe",
-    "probes.smoke:SmokeTrainProbe",
+    "llmdiag.probes.software:SoftwareProbe",
+    "llmdiag.probes.launcher:LauncherProbe",
+    "llmdiag.probes.gpu:GpuProbe",
+    "llmdiag.probes.system:SystemProbe",
+    "llmdiag.probes.network:NetworkProbe",
+    "llmdiag.probes.ports:PortsProbe",
+    "llmdiag.probes.filesystem:FilesystemProbe",
+    "llmdiag.probes.memory:MemoryPlanProbe",
+    "llmdiag.probes.nccl:NcclBenchProbe",
+    "llmdiag.probes.smoke:SmokeTrainProbe",
 )
 
 
@@ -59,7 +59,7 @@ def validate(obj: Any, source: str) -> Probe:
 
     for attr in ("name", "description", "requires", "config_section", "timeout_s", "run"):
         if not hasattr(obj, attr):
-            raise bad(f"missing attribute {attr!r} (see diag.probe.Probe)")
+            raise bad(f"missing attribute {attr!r} (see llmdiag.probe.Probe)")
     if not isinstance(obj.name, str) or not _NAME_RE.match(obj.name):
         raise bad(f"name {obj.name!r} must match {_NAME_RE.pattern}")
     if not isinstance(obj.description, str) or not obj.description.strip():
@@ -102,26 +102,20 @@ def load_target(spec: str) -> Any:
     return getattr(module, attr)
 
 
-def builtin_probes(specs: Iterable[str] = BUILTIN_PROBES) -> tuple[list[Probe], list[LoadError]]:
+def builtin_probes(specs: Iterable[str] | None = None) -> tuple[list[Probe], list[LoadError]]:
+    """The built-in probes; raises :class:`BuiltinError` naming the first one that fails to load."""
     probes: list[Probe] = []
-    errors: list[LoadError] = []
-    for spec in specs:
-        module_name = spec.partition(":")[0]
+    for spec in BUILTIN_PROBES if specs is None else specs:
         try:
             target = load_target(spec)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # not part of this build
-            errors.append(LoadError(spec, f"import failed: {exc}"))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a broken probe is a finding
-            errors.append(LoadError(spec, f"import failed: {type(exc).__name__}: {exc}"))
-            continue
+        except Exception as exc:  # noqa: BLE001 - any import failure of our own code is fatal
+            raise BuiltinError(f"built-in probe {spec} failed to import: {type(exc).__name__}: {exc} "
+                               "(a broken llmdiag install; reinstall it)") from exc
         try:
             probes.append(_instantiate(target, spec))
         except PluginError as exc:
-            errors.append(LoadError(spec, str(exc)))
-    return probes, errors
+            raise BuiltinError(f"built-in probe {spec} is invalid: {exc}") from exc
+    return probes, []
 
 
 def plugin_probes(

@@ -1,6 +1,6 @@
 """Runs probes: requirements checked, deadlines enforced, failures turned into findings.
 
-Each probe runs in its own daemon thread with its own :class:`~diag.context.Deadline`. A probe
+Each probe runs in its own daemon thread with its own :class:`~llmdiag.context.Deadline`. A probe
 that overruns is abandoned (threads cannot be killed; its thread dies with the process) and
 reported as failed "timed out after N s"; a probe that raises is reported as failed with the
 exception. Temporary files probes registered in ``ctx.cleanup`` are removed at the end, also
@@ -14,10 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from diag.context import Context
-from diag.probe import Probe, Requirement
-from diag.registry import LoadError
-from diag.result import NodeReport, Result, Status
+from llmdiag.context import Context
+from llmdiag.probe import Probe, Requirement
+from llmdiag.registry import LoadError
+from llmdiag.result import NodeReport, Result, Status
 
 ProgressFn = Callable[[str, str, Sequence[Result]], None]
 """progress(event, probe_name, results): event is "start" or "done"."""
@@ -46,7 +46,7 @@ _TORCH_STATUS: tuple[bool, str] | None = None
 def gpu_status(ctx: Context) -> tuple[bool, str]:
     """(NVML answers, reason when not)."""
     try:
-        from diag import nvml  # noqa: PLC0415
+        from llmdiag import nvml  # noqa: PLC0415
 
         api = (ctx.nvml or nvml.load)()
         count = api.device_count()
@@ -132,7 +132,7 @@ def run_probe(probe: Probe, ctx: Context) -> list[Result]:
             return [
                 _error_result(
                     probe.name, ctx, f"probe returned {type(r).__name__}, not Result", "probe-error",
-                    f"Fix the '{probe.name}' plugin: run() must return diag.result.Result values.",
+                    f"Fix the '{probe.name}' plugin: run() must return llmdiag.result.Result values.",
                 )
             ]
         checked.append(r if r.duration_s is not None else dataclasses.replace(r, duration_s=elapsed))

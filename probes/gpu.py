@@ -1,6 +1,6 @@
 """GPU health through NVML: one result per check, aggregated over the node's GPUs.
 
-Each check looks at :class:`diag.nvml.GpuSnapshot` values only, so recorded readings of real
+Each check looks at :class:`llmdiag.nvml.GpuSnapshot` values only, so recorded readings of real
 nodes drive the same code as the live driver. A result names the GPUs (index and PCI bus id)
 that failed it; ``data`` carries per-GPU facts for cross-node comparison.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from diag.context import Context
-from diag.nvml import GpuSnapshot
-from diag.probe import BaseProbe, Requirement
-from diag.result import Result
+from llmdiag.context import Context
+from llmdiag.nvml import GpuSnapshot
+from llmdiag.probe import BaseProbe, Requirement
+from llmdiag.result import Result
 
 MiB = 1024 * 1024
 
@@ -37,7 +37,7 @@ class GpuProbe(BaseProbe):
     timeout_s = 30.0
 
     def run(self, ctx: Context) -> Iterable[Result]:
-        from diag import nvml  # noqa: PLC0415
+        from llmdiag import nvml  # noqa: PLC0415
 
         api = (ctx.nvml or nvml.load)()
         gpus: list[GpuSnapshot] = []
@@ -94,7 +94,7 @@ class GpuProbe(BaseProbe):
                 evidence=[("ranks per node", ranks, f"<= {n}", "")], data=data, runbook="gpu-count-mismatch",
                 remediation=f"Start at most {n} processes per node (--nproc-per-node {n}) or fix GPU visibility.",
             )
-        return self.ok(ctx, "count", f"{n} GPU(s) visible" + (f" (as expected)" if expected is not None else ""),
+        return self.ok(ctx, "count", f"{n} GPU(s) visible" + (" (as expected)" if expected is not None else ""),
                        evidence=[("gpus", n, expected, "")], data=data)
 
     def check_model(self, ctx: Context, gpus: Sequence[GpuSnapshot]) -> Result:

@@ -1,6 +1,6 @@
 """Launcher variables checked for coherence, before the job hangs on a wrong rendezvous.
 
-Parsing lives in :mod:`diag.launcher` (one place); this probe turns its problems into
+Parsing lives in :mod:`llmdiag.launcher` (one place); this probe turns its problems into
 results and adds what parsing cannot know: whether ``MASTER_ADDR`` resolves (in a thread,
 bounded, so a dead resolver cannot stall preflight), whether node 0 is the master, and whether
 the launcher agrees with the config file's plan.
@@ -12,9 +12,9 @@ import socket
 import threading
 from collections.abc import Iterable
 
-from diag.context import Context
-from diag.probe import BaseProbe
-from diag.result import Result
+from llmdiag.context import Context
+from llmdiag.probe import BaseProbe
+from llmdiag.result import Result
 
 RESOLVE_TIMEOUT_S = 3.0
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from diag.context import Context
-from diag.errors import UsageError
-from diag.probe import BaseProbe, Requirement
-from diag.result import Result
+from llmdiag.context import Context
+from llmdiag.errors import UsageError
+from llmdiag.probe import BaseProbe, Requirement
+from llmdiag.result import Result
 
 GIB = 2**30
 
@@ -21,8 +21,8 @@ class MemoryPlanProbe(BaseProbe):
     timeout_s = 30.0
 
     def run(self, ctx: Context) -> Iterable[Result]:
-        from diag.memory import checks, estimate, job, search
-        from diag.memory.plan import parse_size
+        from llmdiag.memory import checks, estimate, job, search
+        from llmdiag.memory.plan import parse_size
 
         sec = ctx.config.section("job")
         if not sec.get("model") and not sec.get("params"):

@@ -19,13 +19,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from diag.probe import BaseProbe, Requirement
-from diag.result import Status
+from llmdiag.probe import BaseProbe, Requirement
+from llmdiag.result import Status
 
 
 def probe_settings(section: dict[str, Any]) -> dict[str, Any]:
     """The short version: four sizes up to ``probe_max_bytes``, ``probe_iters`` iterations."""
-    from diag.ncclbench.sizes import parse_size
+    from llmdiag.ncclbench.sizes import parse_size
 
     top = parse_size(section["probe_max_bytes"])
     return dict(section, min_bytes=str(max(1, top // 64)), max_bytes=str(top), step_factor=4, warmup_iters=2,
@@ -62,8 +62,8 @@ class NcclBenchProbe(BaseProbe):
     def _in_group(self, ctx, group, settings):
         import torch.distributed as dist
 
-        from diag.ncclbench import launch, pairwise, verdict
-        from diag.ncclbench.config import build_spec
+        from llmdiag.ncclbench import launch, pairwise, verdict
+        from llmdiag.ncclbench.config import build_spec
 
         backend = dist.get_backend(group)
         spec = build_spec(settings)
@@ -101,7 +101,7 @@ class NcclBenchProbe(BaseProbe):
                 return f"{why}; {tail[0][:300]}"
             doc = json.loads(out.read_text())
         # The command used the full plateau; recompute with the probe's settings and thresholds.
-        from diag.ncclbench import verdict
+        from llmdiag.ncclbench import verdict
 
         return verdict.build_doc({**doc["world"], "spec": doc["spec"], "rows": doc["results"],
                                   "pairwise": doc.get("pairwise")}, settings)

@@ -12,9 +12,9 @@ import json
 import socket
 from typing import Any
 
-from diag.probe import BaseProbe
-from probes import nicselect
-from probes.bounded import Hung, call_bounded
+from llmdiag.probe import BaseProbe
+from llmdiag.probes import nicselect
+from llmdiag.util.bounded import Hung, call_bounded
 
 
 def _read(path) -> str | None:

@@ -9,19 +9,8 @@ from __future__ import annotations
 import errno
 import socket
 
-from diag.probe import BaseProbe
-
-MAX_TESTED = 128
-
-
-def sample_ports(lo: int, hi: int, limit: int = MAX_TESTED) -> list[int]:
-    """All ports of lo..hi if few, else ``limit`` spread evenly (both ends included)."""
-    n = hi - lo + 1
-    if n <= limit:
-        return list(range(lo, hi + 1))
-    step = (n - 1) / (limit - 1)
-    return sorted({lo + round(i * step) for i in range(limit)})
-
+from llmdiag.probe import BaseProbe
+from llmdiag.util.ports import sample_ports
 
 def try_bind(port: int) -> str | None:
     """None when ``port`` is bindable on all IPv4 addresses, else the error text."""
@@ -119,7 +108,7 @@ class PortsProbe(BaseProbe):
             detail = "; ".join(f"{p} {busy[p]} by {_holder_text(who[p]) if who.get(p) else 'unknown'}" for p in sorted(busy))
             return self.fail(ctx, "port_range", f"{len(busy)} of {len(tested)} tested ports in {lo}-{hi} are busy: {detail}",
                              evidence=ev, data=data, runbook="port-in-use",
-                             remediation=f"Stop the processes named here (ss -ltnp) or move network.port_range.")
+                             remediation="Stop the processes named here (ss -ltnp) or move network.port_range.")
         note = "" if len(tested) >= hi - lo + 1 - (lo <= master <= hi) else f" (sampled {len(tested)} of {hi - lo + 1})"
         return self.ok(ctx, "port_range", f"{len(tested)} tested ports in {lo}-{hi} are free{note}", evidence=ev, data=data)
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from diag.probe import BaseProbe, Requirement
+from llmdiag.probe import BaseProbe, Requirement
 
 _TINY = ["--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "32", "--batch-size", "4",
          "--device", "cpu", "--warmup", "2", "--lr", "3e-3"]
@@ -48,8 +48,8 @@ class SmokeTrainProbe(BaseProbe):
 
     @staticmethod
     def _in_group(group, steps):
-        from diag.trainer.config import build_parser
-        from diag.trainer.train import train
+        from llmdiag.trainer.config import build_parser
+        from llmdiag.trainer.train import train
 
         args = build_parser().parse_args([*_TINY, "--steps", str(steps)])
         return train(args, group=group, log=lambda line: None)
@@ -58,7 +58,7 @@ class SmokeTrainProbe(BaseProbe):
     def _local(ctx, steps, nproc, timeout):
         with tempfile.TemporaryDirectory(prefix="llmdiag-smoke-") as tmp:
             summary = Path(tmp) / "summary.json"
-            res = ctx.run([sys.executable, "-m", "diag.trainer", *_TINY, "--nproc", str(nproc), "--threads", "1",
+            res = ctx.run([sys.executable, "-m", "llmdiag.trainer", *_TINY, "--nproc", str(nproc), "--threads", "1",
                            "--steps", str(steps), "--collective-timeout", str(max(5, timeout / 3)),
                            "--summary-file", str(summary)], timeout=timeout)
             if not res.ok or not summary.exists():

@@ -13,9 +13,9 @@ import json
 import sys
 from collections.abc import Iterable
 
-from diag.context import Context
-from diag.probe import BaseProbe
-from diag.result import Result
+from llmdiag.context import Context
+from llmdiag.probe import BaseProbe
+from llmdiag.result import Result
 
 #: Distributions reported when installed (importlib.metadata names; data keys use "_").
 PACKAGES = ("deepspeed", "megatron-core", "transformers", "accelerate", "flash-attn", "apex", "triton",
@@ -94,7 +94,7 @@ class SoftwareProbe(BaseProbe):
 
     def _driver(self, ctx: Context) -> tuple[str | None, int | None, str | None]:
         """(driver version, CUDA version the driver supports as 12040, reason when unknown)."""
-        from diag import nvml  # noqa: PLC0415
+        from llmdiag import nvml  # noqa: PLC0415
 
         try:
             api = (ctx.nvml or nvml.load)()

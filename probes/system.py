@@ -16,9 +16,9 @@ import os
 import resource
 from collections.abc import Iterable
 
-from diag.context import Context
-from diag.probe import BaseProbe
-from diag.result import Result
+from llmdiag.context import Context
+from llmdiag.probe import BaseProbe
+from llmdiag.result import Result
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

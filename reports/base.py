@@ -7,13 +7,13 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
-from diag.redact import redact_doc
+from llmdiag.errors import UsageError
+from llmdiag.outputs import check_output_path
+from llmdiag.redact import redact_doc
+from llmdiag.util.files import write_atomic
 
 #: Formats every command accepts with ``--format``.
 FORMATS: tuple[str, ...] = ("terminal", "json", "markdown", "html", "prometheus", "junit")
@@ -31,26 +31,56 @@ class RenderOptions:
 Renderer = Callable[[Mapping[str, Any], RenderOptions], str]
 
 
-def _mod(name: str):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name == name:
-            return None
-        raise
+#: Every renderer: (document kind, format) -> "module:function". The one place to look; a kind
+#: or format missing here cannot be rendered (an error, never a silent fallback). The contract
+#: test imports every entry. JSON is one renderer for every kind.
+RENDERERS: dict[tuple[str, str], str] = {
+    ("cluster", "terminal"): "llmdiag.reports.cluster:terminal",
+    ("cluster", "markdown"): "llmdiag.reports.cluster:markdown",
+    ("cluster", "html"): "llmdiag.reports.html:cluster",
+    ("cluster", "prometheus"): "llmdiag.reports.prometheus:cluster",
+    ("cluster", "junit"): "llmdiag.reports.junit:cluster",
+    ("nccl-bench", "terminal"): "llmdiag.reports.nccl_bench:terminal",
+    ("nccl-bench", "markdown"): "llmdiag.reports.nccl_bench:markdown",
+    ("nccl-bench", "html"): "llmdiag.reports.html:nccl_bench",
+    ("nccl-bench", "prometheus"): "llmdiag.reports.prometheus:nccl_bench",
+    ("nccl-bench", "junit"): "llmdiag.reports.junit:nccl_bench",
+    ("log-analysis", "terminal"): "llmdiag.reports.log_analysis:terminal",
+    ("log-analysis", "markdown"): "llmdiag.reports.log_analysis:markdown",
+    ("log-analysis", "html"): "llmdiag.reports.html:log_analysis",
+    ("log-analysis", "prometheus"): "llmdiag.reports.prometheus:log_analysis",
+    ("log-analysis", "junit"): "llmdiag.reports.junit:log_analysis",
+    ("memory-estimate", "terminal"): "llmdiag.reports.memory_estimate:terminal",
+    ("memory-estimate", "markdown"): "llmdiag.reports.memory_estimate:markdown",
+    ("memory-estimate", "html"): "llmdiag.reports.html:memory_estimate",
+    ("memory-estimate", "prometheus"): "llmdiag.reports.prometheus:memory_estimate",
+    ("memory-estimate", "junit"): "llmdiag.reports.junit:memory_estimate",
+    ("monitor", "terminal"): "llmdiag.reports.monitor:terminal",
+    ("monitor", "markdown"): "llmdiag.reports.monitor:markdown",
+    ("monitor", "html"): "llmdiag.reports.html:monitor",
+    ("monitor", "prometheus"): "llmdiag.reports.prometheus:monitor",
+    ("monitor", "junit"): "llmdiag.reports.junit:monitor",
+    # documents of no specific kind (a plain dict with findings)
+    ("generic", "terminal"): "llmdiag.reports.generic:terminal",
+    ("generic", "markdown"): "llmdiag.reports.generic:markdown",
+    ("generic", "html"): "llmdiag.reports.html:generic",
+    ("generic", "prometheus"): "llmdiag.reports.prometheus:generic",
+    ("generic", "junit"): "llmdiag.reports.junit:generic",
+}
+#: the kinds above
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _ in RENDERERS))
 
 
 def find_renderer(kind: str, fmt: str) -> Renderer | None:
-    k = kind.replace("-", "_")
-    f = fmt.replace("-", "_")
-    if f == "json":
+    """The renderer of ``kind`` in ``fmt``; None if there is none. A listed renderer whose module
+    fails to import raises: a broken built-in is an error, not a missing format."""
+    if fmt == "json" and kind in KINDS:
         return json_renderer
-    for module, attr in ((f"reports.{k}", f), (f"reports.{f}", k), (f"reports.{f}", "generic"), ("reports.generic", f)):
-        m = _mod(module)
-        fn = getattr(m, attr, None) if m is not None else None
-        if callable(fn):
-            return fn
-    return None
+    spec = RENDERERS.get((kind, fmt))
+    if spec is None:
+        return None
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 #: a list of at least this many flat objects (a table: step rows, timeline samples) is written
@@ -91,45 +121,13 @@ def json_renderer(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) -> str:
     opts = opts or RenderOptions()
-    fn = find_renderer(str(doc.get("kind", "generic")), fmt)
+    kind = str(doc.get("kind", "generic"))
+    if kind not in KINDS:
+        raise ValueError(f"no renderer for document kind {kind!r} (reports.base.RENDERERS)")
+    fn = find_renderer(kind, fmt)
     if fn is None:
         raise UsageError(f"--format {fmt} is not available for {doc.get('command', 'this command')}")
     return fn(doc, opts)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename: never a half-written file."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def check_output_path(output: str | os.PathLike[str], protect: Iterable[str | os.PathLike[str]] = ()) -> Path:
-    """Refuse outputs that would destroy user data: a directory, or one of the inputs."""
-    p = Path(output)
-    if p.is_dir():
-        raise UsageError(f"-o {str(p)!r} is a directory; give a file name")
-    if not p.parent.exists() and str(p.parent) not in ("", "."):
-        raise UsageError(f"-o {str(p)!r}: directory {str(p.parent)!r} does not exist")
-    for q in protect:
-        try:
-            if p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
-                raise UsageError(f"-o {str(p)!r} is also an input; refusing to overwrite it")
-        except OSError:
-            continue
-    return p
 
 
 def emit(

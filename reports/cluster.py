@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reports import cluster_sections as sections
-from reports.base import RenderOptions
-from reports.console import STATUS_LABEL, captured, make_console, status_text
+from llmdiag.reports import cluster_sections as sections
+from llmdiag.reports.base import RenderOptions
+from llmdiag.reports.console import STATUS_LABEL, captured, make_console, status_text
 
 
 def _fmt_value(v: Any) -> str:

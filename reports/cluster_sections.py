@@ -2,7 +2,7 @@
 
 Only what needs attention is listed: consistency diffs (odd nodes and the majority), port
 matrix connections that were not open, and missing or dead nodes. Layouts other than the
-one ``diag.cluster.merge`` writes (docs/cluster.md) are ignored here, not guessed at.
+one ``llmdiag.cluster.merge`` writes (docs/cluster.md) are ignored here, not guessed at.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import io
 import os
 import shutil
 
-from reports.base import RenderOptions
+from llmdiag.reports.base import RenderOptions
 
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 STATUS_LABEL = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}

@@ -109,7 +109,7 @@ def cluster_wide(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def worst(statuses: Iterable[str]) -> str:
-    """Same rule as :meth:`diag.result.Status.worst`: skips never make it worse than pass."""
+    """Same rule as :meth:`llmdiag.result.Status.worst`: skips never make it worse than pass."""
     seen = {status_of(s) for s in statuses}
     for s in ("fail", "warn"):
         if s in seen:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from reports.base import RenderOptions
+from llmdiag.reports.base import RenderOptions
 
 
 def _walk(doc: Any, indent: int = 0) -> list[str]:

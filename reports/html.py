@@ -1,7 +1,7 @@
 """HTML reports: one self-contained file per document, readable offline and from a shared drive.
 
-``reports.html.<kind>(doc, opts)`` for every kind (see :mod:`reports.base`). Layout pieces are
-in :mod:`reports.htmlkit`, plots in :mod:`reports.plots`; every document string is escaped.
+``llmdiag.reports.html.<kind>(doc, opts)`` for every kind (see :mod:`llmdiag.reports.base`). Layout pieces are
+in :mod:`llmdiag.reports.htmlkit`, plots in :mod:`llmdiag.reports.plots`; every document string is escaped.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
-from reports import docview as dv
-from reports.base import RenderOptions
-from reports.htmlkit import badge, banner, e, fmt, gib, img, json_block, page, runbook_html, table
+from llmdiag.reports import docview as dv
+from llmdiag.reports.base import RenderOptions
+from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, img, json_block, page, runbook_html, table
 
 _STATE_TEXT = {"ok": "ok", "refused": "refused", "timeout": "dropped", "fail": "fail", "self": "·", "unknown": "?"}
 
@@ -176,7 +176,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def _bench_body(doc: Mapping[str, Any]) -> str:
-    from reports import plots
+    from llmdiag.reports import plots
 
     rows = dv.bench_rows(doc)
     cols = list(dict.fromkeys(r["collective"] for r in rows))
@@ -186,6 +186,8 @@ def _bench_body(doc: Mapping[str, Any]) -> str:
     summary = [[e(c), e(fmt(plateau.get(c))), e(fmt(avg.get(c)))] for c in cols]
     if summary:
         out.append(table(["collective", "plateau busbw (GB/s)", "avg busbw (GB/s)"], summary))
+    if cols and plots.missing():
+        out.append(f'<p class="muted">{e(plots.missing())}</p>')
     for c in cols:
         crow = [r for r in rows if r["collective"] == c]
         out.append(img(plots.bandwidth(crow, c, plateau.get(c)), f"busbw vs size for {c}"))
@@ -256,7 +258,7 @@ def _findings_list(doc: Mapping[str, Any]) -> str:
 
 
 def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    from reports import plots
+    from llmdiag.reports import plots
 
     status = dv.status_of(doc.get("status"))
     fs = dv.findings(doc)
@@ -267,6 +269,8 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if causes:
         body.append("<h2>Root cause</h2><ul>" + "".join(f"<li>{e(t)}</li>" for t in dv.text_items(causes)) + "</ul>")
     curve = plots.training_curves(dv.steps(doc), fs)
+    if plots.missing() and dv.steps(doc):
+        body.append(f'<h2>Loss and gradient norm</h2><p class="muted">{e(plots.missing())}</p>')
     if curve:
         body.append("<h2>Loss and gradient norm</h2>" + img(curve, "loss and grad norm per step")
                     + '<p class="muted">Dotted red lines: steps with findings; red crosses: NaN/Inf values.</p>')
@@ -318,7 +322,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    from reports import plots
+    from llmdiag.reports import plots
 
     alerts = [a for a in doc.get("alerts") or () if isinstance(a, Mapping)]
     st = dv.status_of(doc.get("status"))
@@ -326,6 +330,8 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     lines = [e(doc.get("gpu_note") or f"{doc.get('gpu_count', 0)} GPU(s)")]
     body = [banner(st, head, lines)]
     series = doc.get("series") or {}
+    if series and plots.missing():
+        body.append(f'<p class="muted">{e(plots.missing())}</p>')
     for key, title, unit in (("gpu_util", "GPU utilisation", "%"), ("gpu_mem", "GPU memory used", "%"),
                              ("gpu_temp", "GPU temperature", "°C"), ("host", "Host CPU and memory", "%")):
         if isinstance(series.get(key), Mapping):

@@ -101,8 +101,8 @@ def runbook_html(runbook_id: str | None) -> str:
     """The runbook rendered inline (collapsed), or a note when the id is unknown."""
     if not runbook_id:
         return ""
-    from diag import runbooks
-    from reports.mdhtml import to_html
+    from llmdiag import runbooks
+    from llmdiag.reports.mdhtml import to_html
 
     if not runbooks.exists(runbook_id):
         return f'<p class="muted">runbook <code>{e(runbook_id)}</code> is not installed</p>'

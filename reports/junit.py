@@ -18,8 +18,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from reports import docview as dv
-from reports.base import RenderOptions
+from llmdiag.reports import docview as dv
+from llmdiag.reports.base import RenderOptions
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -79,7 +79,7 @@ class Suites:
 
 
 def _result_details(r: Mapping[str, Any]) -> str:
-    from reports.cluster import evidence_line
+    from llmdiag.reports.cluster import evidence_line
 
     lines = [str(r.get("summary", ""))]
     for ev in r.get("evidence") or ():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reports.base import RenderOptions
-from reports.console import captured, make_console, status_text
+from llmdiag.reports.base import RenderOptions
+from llmdiag.reports.console import captured, make_console, status_text
 
 
 def _gib(n: Any) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reports.base import RenderOptions
-from reports.console import STATUS_LABEL
+from llmdiag.reports.base import RenderOptions
+from llmdiag.reports.console import STATUS_LABEL
 
 _LEFT = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
 _CELL = "  {:>8}  {:>7}  {:>7}  {:>6}"
@@ -43,7 +43,7 @@ def _fmt(v: float | None, digits: int = 4) -> str:
 
 
 def _sizes(sizes: list[int]) -> str:
-    from diag.ncclbench.sizes import format_size
+    from llmdiag.ncclbench.sizes import format_size
 
     if not sizes:
         return "-"
@@ -95,7 +95,7 @@ def header_lines(doc: Mapping[str, Any]) -> list[str]:
 
 
 def pairwise_lines(pw: Mapping[str, Any]) -> list[str]:
-    from diag.ncclbench.sizes import format_size
+    from llmdiag.ncclbench.sizes import format_size
 
     lines = [
         f"# Pairwise send/recv: {format_size(pw['bytes'])}B each way, {pw['iters']} iterations per pair",

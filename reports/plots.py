@@ -13,9 +13,21 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reports import docview as dv
+from llmdiag.reports import docview as dv
 
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+
+
+#: shown in place of the plots when matplotlib is absent (it is the optional extra ``plots``)
+MISSING = ("Plots omitted: matplotlib is not installed (pip install 'llmdiag[plots]'). "
+           "Every number is in the tables of this report.")
+
+
+def missing() -> str | None:
+    """None when plots can be drawn, else the note to show instead."""
+    import importlib.util
+
+    return None if importlib.util.find_spec("matplotlib") is not None else MISSING
 
 
 def _pyplot():
@@ -44,6 +56,8 @@ def _size_label(n: float, _pos=None) -> str:
 
 def bandwidth(rows: Sequence[Mapping[str, Any]], collective: str, plateau: float | None = None) -> str | None:
     """busbw vs message size for one collective, out-of-place and in-place; None when no data."""
+    if missing():
+        return None
     pts = {p: [(r["size_bytes"], r[p].get("busbw")) for r in rows if r.get("size_bytes") and r[p].get("busbw") is not None
                and math.isfinite(r[p]["busbw"])] for p in dv.PLACEMENTS}
     if not any(pts.values()):
@@ -71,6 +85,8 @@ def bandwidth(rows: Sequence[Mapping[str, Any]], collective: str, plateau: float
 
 def training_curves(rows: Sequence[Mapping[str, Any]], anomalies: Sequence[Mapping[str, Any]]) -> str | None:
     """Loss and grad-norm per step (one line per rank, at most 8), anomalies as red markers."""
+    if missing():
+        return None
     series = [k for k in ("loss", "grad_norm") if any(dv.number(r.get(k)) is not None for r in rows)]
     if not series:
         return None
@@ -112,6 +128,8 @@ def training_curves(rows: Sequence[Mapping[str, Any]], anomalies: Sequence[Mappi
 
 def timeline(series: Mapping[str, Mapping[str, Sequence[Any]]], title: str, unit: str) -> str | None:
     """Lines of ``{label: {"t": [...], "v": [...]}}`` over time (seconds from the start)."""
+    if missing():
+        return None
     if not any(s.get("v") for s in series.values()):
         return None
     plt = _pyplot()

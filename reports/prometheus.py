@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from reports import docview as dv
-from reports.base import RenderOptions
+from llmdiag.reports import docview as dv
+from llmdiag.reports.base import RenderOptions
 
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
 

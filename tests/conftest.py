@@ -13,7 +13,7 @@ SHARED = REPO.parent / "shared"
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    """Environment for running `python -m diag` as a real subprocess from this checkout."""
+    """Environment for running `python -m llmdiag` as a real subprocess from this checkout."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("COLUMNS", "120")
@@ -22,7 +22,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def llmdiag_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "diag", *args]
+    return [sys.executable, "-m", "llmdiag", *args]
 
 
 @pytest.fixture

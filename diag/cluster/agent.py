@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from diag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
-from diag.cluster.rendezvous import Roster, StoreSession
-from diag.cluster.world import World
-from diag.probe import Requirement
-from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
+from llmdiag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
+from llmdiag.cluster.rendezvous import Roster, StoreSession
+from llmdiag.cluster.world import World
+from llmdiag.probe import Requirement
+from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
 #: Probes that run collectives on ``ctx.services["process_group"]`` when it exists.
 GROUP_PROBES = {"nccl", "smoke"}
@@ -99,7 +99,7 @@ class Agent:
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> AgentOutcome:
-        from diag.runner import run_probes
+        from llmdiag.runner import run_probes
 
         box: dict[str, NodeReport] = {}
         local = threading.Thread(target=lambda: box.setdefault("r", run_probes(
@@ -363,7 +363,7 @@ class Agent:
     def _group_probes(self) -> list[Result]:
         if not self.group_probes:
             return []
-        from diag.runner import run_probes
+        from llmdiag.runner import run_probes
 
         # one at a time, in the same order on every node: concurrent collectives would interleave
         return list(run_probes(self.group_probes, self.ctx, parallel=1).results)

@@ -14,9 +14,9 @@ import json
 import shlex
 from collections.abc import Sequence
 
-from diag.cluster import merge, ssh
-from diag.cluster.hostfile import HostEntry
-from diag.result import ClusterReport, Evidence, Result, Status
+from llmdiag.cluster import merge, ssh
+from llmdiag.cluster.hostfile import HostEntry
+from llmdiag.result import ClusterReport, Evidence, Result, Status
 
 
 def remote_argv(command: str, rank: int, entries: Sequence[HostEntry], *, master_addr: str, master_port: int,

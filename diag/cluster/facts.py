@@ -12,7 +12,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from diag.cluster.compare import FactSpec
+from llmdiag.cluster.compare import FactSpec
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_")
 #: Variables that legitimately differ per node, or that only llmdiag sets.

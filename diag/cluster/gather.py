@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from diag.cluster.rendezvous import StoreSession
-from reports.base import write_atomic
+from llmdiag.cluster.rendezvous import StoreSession
+from llmdiag.util.files import write_atomic
 
 
 ARRIVED = "report/arrived"  # "3,7,1," : ranks whose report is in the store, in arrival order

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOST_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")

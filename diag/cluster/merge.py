@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from diag.cluster import compare, facts, reach
-from diag.cluster.compare import node_list
-from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
+from llmdiag.cluster import compare, facts, reach
+from llmdiag.cluster.compare import node_list
+from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
 PROBLEM_ROWS_MAX = 1000  # the report lists at most this many failed connections (counts stay exact)
 PAIRS_MAX_NODES = 64  # up to this many nodes the report lists every tested pair (for the heat map)

@@ -7,7 +7,7 @@ the choice is random but the same on every node), or to all peers with ``full``.
 thus makes O(ports × (2 + sample)) connects however large the cluster: the wall time stays
 flat, and over a run the sampled pairs cover different links.
 
-A connect is classified by :mod:`diag.cluster.reach`; a port that the target could not
+A connect is classified by :mod:`llmdiag.cluster.reach`; a port that the target could not
 listen on (something else holds it) is ``busy`` and not connected to.
 """
 
@@ -21,14 +21,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from diag.cluster import reach
+from llmdiag.cluster import reach
 
 BUSY = "busy"
 HELLO = b"LLMDIAG1 "
 
 
 def choose_ports(lo: int, hi: int, limit: int) -> list[int]:
-    from probes.ports import sample_ports
+    from llmdiag.util.ports import sample_ports
 
     return sample_ports(lo, hi, max(1, limit))
 

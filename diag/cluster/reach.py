@@ -15,7 +15,7 @@ import errno
 import socket
 import time
 
-from probes.bounded import Hung, call_bounded
+from llmdiag.util.bounded import Hung, call_bounded
 
 OPEN, REFUSED, TIMEOUT, NO_ROUTE, UNRESOLVED, FOREIGN, ERROR = (
     "open", "refused", "timeout", "no-route", "unresolved", "foreign", "error")

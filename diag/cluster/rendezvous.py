@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
-from diag.cluster.world import World
+from llmdiag.cluster.world import World
 
 PREFIX = "llmdiag/"
 _CLOSED = 1 << 40  # added to a barrier's counter when its coordinator closes it early

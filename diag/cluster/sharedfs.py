@@ -18,8 +18,8 @@ import os
 import time
 from collections.abc import Callable
 
-from probes.bounded import Hung, call_bounded
-from probes.filesystem import mount_of, parse_mountinfo
+from llmdiag.util.bounded import Hung, call_bounded
+from llmdiag.util.mounts import mount_of, parse_mountinfo
 
 MAX_ENTRIES = 256
 MAX_HASHED = 32

@@ -3,7 +3,7 @@
 ``ssh -o BatchMode=yes -o ConnectTimeout=N [-F CONFIG] -- TARGET COMMAND``: batch mode
 never prompts (a missing key is a finding, not a hang), the user's ``~/.ssh/config`` is
 honoured unless ``cluster.ssh_config`` names another file (so ``ProxyJump`` bastions and
-per-host users work), and the target was validated by :mod:`diag.cluster.hostfile` and
+per-host users work), and the target was validated by :mod:`llmdiag.cluster.hostfile` and
 follows ``--``, so it can never be read as an option. The remote command is one string for
 the remote shell (that is how ssh works); every word of it is quoted with ``shlex.quote``.
 """
@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from diag.cluster.hostfile import HostEntry
+from llmdiag.cluster.hostfile import HostEntry
 
 SSH_FAILED = 255  # ssh's own exit status for "could not connect / authenticate"
 

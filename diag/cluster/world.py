@@ -13,8 +13,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from diag.errors import UsageError
-from diag.launcher import LauncherInfo
+from llmdiag.errors import UsageError
+from llmdiag.launcher import LauncherInfo
 
 
 @dataclasses.dataclass(frozen=True)

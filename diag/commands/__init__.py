@@ -1,1 +1,1 @@
-"""One module per ``llmdiag`` subcommand (wired in :mod:`diag.cli`)."""
+"""One module per ``llmdiag`` subcommand (wired in :mod:`llmdiag.cli`)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options
-from diag.exitcodes import ExitCode
+from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.exitcodes import ExitCode
 
 
 @click.command()
@@ -38,22 +38,22 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     """
     import os
 
-    from diag.config import Config
-    from diag.errors import UsageError
-    from probes.logs import config as logcfg
+    from llmdiag.config import Config
+    from llmdiag.errors import UsageError
+    from llmdiag.logs import config as logcfg
 
     env = dict(os.environ)
     settings = logcfg.from_config(Config.load(config_path, env))
     inputs = [p for p in paths if p != "-"]
     if follow:
-        from probes.logs.follow import follow_file
+        from llmdiag.logs.follow import follow_file
 
         if len(paths) != 1 or paths[0] == "-":
             raise UsageError("--follow takes exactly one log file")
         minutes = no_progress_minutes or settings.hang_minutes
         follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0)
         return
-    from probes.logs.analyzer import analyze
+    from llmdiag.logs.engine import analyze
 
     doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
     try:
@@ -67,7 +67,7 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
 
 
 def _check_and_export(doc, table, inputs, csv_path, parquet_path, plot_path) -> None:
-    from diag.errors import UsageError
+    from llmdiag.errors import UsageError
 
     if not doc["files"]:
         problems = "; ".join(f"{p['file']}: {p['message']}" for p in doc["read"]["problems"][:5])
@@ -75,7 +75,7 @@ def _check_and_export(doc, table, inputs, csv_path, parquet_path, plot_path) -> 
     if doc["read"]["bytes"] == 0 and all(p["kind"] in ("unreadable", "missing") for p in doc["read"]["problems"]) \
             and doc["read"]["problems"]:
         raise UsageError("no readable log input: " + doc["read"]["problems"][0]["message"])
-    from probes.logs.export import export_table, plot_curves
+    from llmdiag.logs.export import export_table, plot_curves
 
     if csv_path or parquet_path:
         export_table(table, csv_path=csv_path, parquet_path=parquet_path, protect=inputs)

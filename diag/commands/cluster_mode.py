@@ -6,13 +6,13 @@ import sys
 
 import click
 
-from diag.cliutil import emit_doc
-from diag.exitcodes import ExitCode
-from diag.result import ClusterReport, NodeReport, Status
+from llmdiag.cliutil import emit_doc
+from llmdiag.exitcodes import ExitCode
+from llmdiag.result import ClusterReport, NodeReport, Status
 
 
 def agent_options(config, strict: bool):
-    from diag.cluster.agent import AgentOptions
+    from llmdiag.cluster.agent import AgentOptions
 
     g = config.get
     return AgentOptions(
@@ -44,7 +44,7 @@ def _exit(report: ClusterReport, strict: bool) -> None:
 
 def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color) -> None:
     """One agent; rank 0 prints the cluster report, other nodes their node report."""
-    from diag.cluster.agent import Agent
+    from llmdiag.cluster.agent import Agent
 
     log = _log(ctx.node)
     if not world.is_agent:
@@ -67,9 +67,9 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
 
 def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthrough, fmt, output, width,
                       no_color) -> None:
-    from diag.cluster.coordinator import run_hostfile
-    from diag.cluster.hostfile import host_problem, read_hostfile
-    from diag.errors import UsageError
+    from llmdiag.cluster.coordinator import run_hostfile
+    from llmdiag.cluster.hostfile import host_problem, read_hostfile
+    from llmdiag.errors import UsageError
 
     entries = read_hostfile(config.get("cluster", "hostfile"))
     if master_addr and host_problem(master_addr):

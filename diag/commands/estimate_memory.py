@@ -6,13 +6,13 @@ from typing import Any
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options, pass_env
+from llmdiag.cliutil import config_option, emit_doc, output_options, pass_env
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     if value is None:
         return None
-    from diag.memory.plan import parse_size
+    from llmdiag.memory.plan import parse_size
 
     try:
         return parse_size(value)
@@ -84,10 +84,10 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
 
     Exit codes: 0 fits, 1 out of memory or a plan check fails, 2 bad input.
     """
-    from diag.config import Config
-    from diag.exitcodes import ExitCode
-    from diag.memory import job
-    from diag.memory.plan import parse_size
+    from llmdiag.config import Config
+    from llmdiag.exitcodes import ExitCode
+    from llmdiag.memory import job
+    from llmdiag.memory.plan import parse_size
 
     cfg = Config.load(config_path, env)
     section = cfg.section("job")

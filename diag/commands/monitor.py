@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options
-from diag.exitcodes import ExitCode
+from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.exitcodes import ExitCode
 
 
 def _describe(alert) -> str:
@@ -20,8 +20,8 @@ def _describe(alert) -> str:
 
 def _check_path(option: str, path: str, protect) -> None:
     """check_output_path, with the message naming the option it is about."""
-    from diag.errors import UsageError
-    from reports.base import check_output_path
+    from llmdiag.errors import UsageError
+    from llmdiag.outputs import check_output_path
 
     try:
         check_output_path(path, protect)
@@ -34,7 +34,7 @@ def _watch(pid: int):
     is another process: the start time must match)."""
     import psutil
 
-    from diag.errors import UsageError
+    from llmdiag.errors import UsageError
 
     try:
         started = psutil.Process(pid).create_time()
@@ -88,14 +88,14 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     import signal
     import threading
 
-    from diag.config import Config
-    from diag.context import Context
-    from diag.monitor import sinks as S
-    from diag.monitor.config import rules_from_config
-    from diag.monitor.gpus import GpuSampler
-    from diag.monitor.host import HostSampler
-    from diag.monitor.loop import MIN_STALL_S, Monitor, Sinks
-    from reports.base import check_output_path
+    from llmdiag.config import Config
+    from llmdiag.context import Context
+    from llmdiag.monitor import sinks as S
+    from llmdiag.monitor.config import rules_from_config
+    from llmdiag.monitor.gpus import GpuSampler
+    from llmdiag.monitor.host import HostSampler
+    from llmdiag.monitor.loop import MIN_STALL_S, Monitor, Sinks
+    from llmdiag.outputs import check_output_path
 
     env = dict(os.environ)
     config = Config.load(config_path, env).with_overrides({
@@ -114,12 +114,12 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
 
     ctx = Context.create(config=config, env=env)
     interval = settings["interval_s"]
-    sinks = Sinks()
+    sinks = Sinks(render_metrics=_render_prometheus)
     if settings.get("on_alert"):
         sinks.alert_command = S.AlertCommand(settings["on_alert"], settings["on_alert_timeout_s"], ctx.runner)
         sinks.alert_command.check()
     if heartbeat_dir:
-        from diag.monitor.heartbeat import Heartbeat
+        from llmdiag.monitor.heartbeat import Heartbeat
 
         sinks.heartbeat = Heartbeat(heartbeat_dir, ctx.node, max(MIN_STALL_S, rules.stall_factor * interval))
     if prom_path:
@@ -128,7 +128,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         S.check_timeline_path(timeline_path)
     factory = None
     if replay_nvml:
-        from diag import nvml
+        from llmdiag import nvml
 
         factory = lambda: nvml.replay(replay_nvml)  # noqa: E731
     gpus = GpuSampler(factory, rules.throttle_reasons)
@@ -177,3 +177,9 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         raise SystemExit(ExitCode.INTERRUPTED)
     if doc["status"] == "fail" or (strict and doc["status"] == "warn"):
         raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def _render_prometheus(doc) -> str:
+    from llmdiag.reports.base import render
+
+    return render(doc, "prometheus")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options
-from diag.exitcodes import ExitCode
-from diag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
+from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.exitcodes import ExitCode
+from llmdiag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
 
 
 def _long_only(*names: str):
@@ -33,7 +33,7 @@ def _corruption(value: str | None) -> tuple[int, int] | None:
         rank, _, count = value.partition(":")
         return int(rank), int(count or 1)
     except ValueError:
-        from diag.errors import UsageError
+        from llmdiag.errors import UsageError
 
         raise UsageError(f"--inject-corruption expects RANK:ELEMENTS, got {value!r}") from None
 
@@ -75,11 +75,11 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     """
     import os
 
-    from diag.config import Config
-    from diag.launcher import parse_launcher
-    from diag.ncclbench import launch, verdict
-    from diag.ncclbench.config import build_spec
-    from reports.base import check_output_path
+    from llmdiag.config import Config
+    from llmdiag.launcher import parse_launcher
+    from llmdiag.ncclbench import launch, verdict
+    from llmdiag.ncclbench.config import build_spec
+    from llmdiag.outputs import check_output_path
 
     env = dict(os.environ)
     config = Config.load(config_path, env).with_overrides({
@@ -118,10 +118,11 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
         raise SystemExit(ExitCode.CHECKS_FAILED)
 
 
-def csv_frame(doc):
-    """The rows as a flat pandas DataFrame (one column per nccl-tests column)."""
-    import pandas as pd
-
+def csv_rows(doc) -> tuple[list[str], list[dict]]:
+    """The rows flat, one column per nccl-tests column: (header, rows); N/A cells are empty."""
+    header = ["collective", "size", "count", "type", "redop", "root"]
+    for prefix in ("oop", "ip"):
+        header += [f"{prefix}_{field}" for field in ("time_us", "algbw", "busbw", "wrong")]
     records = []
     for r in doc["results"]:
         rec = {k: r[k] for k in ("collective", "size", "count", "type", "redop", "root")}
@@ -130,14 +131,18 @@ def csv_frame(doc):
             for field in ("time_us", "algbw", "busbw", "wrong"):
                 rec[f"{prefix}_{field}"] = cell.get(field)
         records.append(rec)
-    frame = pd.DataFrame.from_records(records)
-    for col in ("oop_wrong", "ip_wrong"):
-        if col in frame:
-            frame[col] = frame[col].astype("Int64")  # N/A stays empty, counts stay integers
-    return frame
+    return header, records
 
 
 def write_csv(doc, path: str) -> None:
-    from reports.base import write_atomic
+    from llmdiag.util.files import write_atomic
 
-    write_atomic(path, csv_frame(doc).to_csv(index=False))
+    import csv
+    import io
+
+    header, rows = csv_rows(doc)
+    buf = io.StringIO()
+    out = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+    out.writeheader()
+    out.writerows(rows)
+    write_atomic(path, buf.getvalue())

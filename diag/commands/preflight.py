@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options
-from diag.errors import UsageError
-from diag.exitcodes import ExitCode
+from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.errors import UsageError
+from llmdiag.exitcodes import ExitCode
 
 
 def _progress_printer():
@@ -36,7 +36,7 @@ def select_probes(probes, only, skip):
     names = {p.name for p in probes}
     for n in list(only) + list(skip):
         if n not in names:
-            from diag.errors import UsageError
+            from llmdiag.errors import UsageError
 
             raise UsageError(f"unknown probe {n!r} (available: {', '.join(sorted(names))})")
     if only:
@@ -127,11 +127,11 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     """
     import os
 
-    from diag.config import Config
-    from diag.context import Context
-    from diag.registry import all_probes
-    from diag.result import ClusterReport, Status
-    from diag.runner import run_probes
+    from llmdiag.config import Config
+    from llmdiag.context import Context
+    from llmdiag.registry import all_probes
+    from llmdiag.result import ClusterReport, Status
+    from llmdiag.runner import run_probes
 
     env = dict(os.environ)
     config = Config.load(config_path, env)
@@ -165,14 +165,14 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         probes = [_with_timeout(p, timeout_s) for p in probes]
 
     if config.get("cluster", "hostfile"):
-        from diag.commands.cluster_mode import run_hostfile_mode
+        from llmdiag.commands.cluster_mode import run_hostfile_mode
 
         return run_hostfile_mode(config, env, strict=strict, master_addr=master_addr, master_port=master_port,
                                  passthrough=_passthrough(config_path, only, skip, paths, shared_paths, port_range,
                                                           node_report_dir, full_matrix, sample_peers),
                                  fmt=fmt, output=output, width=width, no_color=no_color)
     ctx = Context.create(config=config, env=env)
-    from diag.cluster.world import resolve_world
+    from llmdiag.cluster.world import resolve_world
 
     try:
         world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
@@ -184,7 +184,7 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
         world = None
     if world is not None:
-        from diag.commands.cluster_mode import run_agent_mode
+        from llmdiag.commands.cluster_mode import run_agent_mode
 
         return run_agent_mode(world, ctx, probes, load_errors, strict=strict, fmt=fmt, output=output, width=width,
                               no_color=no_color)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 
 @click.command()
@@ -21,7 +21,7 @@ def prepare_data(source: str, output: str, force: bool, quiet: bool) -> None:
     import os
     from pathlib import Path
 
-    from diag.trainer import prepare
+    from llmdiag.trainer import prepare
 
     try:
         inputs = prepare.find_inputs(source)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import click
 
-from diag.cliutil import config_option, emit_doc, output_options
-from diag.exitcodes import ExitCode
+from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.exitcodes import ExitCode
 
 
 @click.group()
@@ -35,11 +35,11 @@ def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
     import os
     from pathlib import Path
 
-    from diag.cluster.gather import read_node_files
-    from diag.cluster.merge import build_report
-    from diag.config import Config
-    from diag.errors import UsageError
-    from diag.result import Result, Status
+    from llmdiag.cluster.gather import read_node_files
+    from llmdiag.cluster.merge import build_report
+    from llmdiag.config import Config
+    from llmdiag.errors import UsageError
+    from llmdiag.result import Result, Status
 
     if not Path(directory).is_dir():
         raise UsageError(f"{directory} is not a directory")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 
 @click.command()
 @click.argument("runbook_id", required=False)
 def runbook(runbook_id: str | None) -> None:
     """Without ID, list every runbook; with ID, print it (Markdown)."""
-    from diag import runbooks
+    from llmdiag import runbooks
 
     if not runbook_id:
         for rid in runbooks.ids():

@@ -1,7 +1,7 @@
-"""``llmdiag train ARGS``: the reference trainer (same flags as ``python -m diag.trainer``).
+"""``llmdiag train ARGS``: the reference trainer (same flags as ``python -m llmdiag.trainer``).
 
 The flags are parsed by the trainer's own argparse parser (``diag/trainer/config.py``), because
-torchrun workers run ``python -m diag.trainer`` and must accept exactly the same ones.
+torchrun workers run ``python -m llmdiag.trainer`` and must accept exactly the same ones.
 Exit code 0 when every worker finished, 1 when one failed (injected faults included), 2 on bad flags.
 """
 
@@ -15,6 +15,6 @@ import click
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def train(args) -> None:
     """Train a small GPT with DDP/FSDP; checkpoints, resume, fault injection (-h for flags)."""
-    from diag.trainer.launch import main
+    from llmdiag.trainer.launch import main
 
     main(list(args), prog="llmdiag train")

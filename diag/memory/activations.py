@@ -15,8 +15,8 @@ Two terms the paper leaves out are kept because the measurement sees them (docs/
 
 from __future__ import annotations
 
-from diag.memory.models import ModelSpec
-from diag.memory.plan import Plan
+from llmdiag.memory.models import ModelSpec
+from llmdiag.memory.plan import Plan
 
 Term = tuple[str, float]  # (what is saved, bytes)
 

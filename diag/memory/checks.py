@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from diag.memory.models import ModelSpec
-from diag.memory.plan import Plan
+from llmdiag.memory.models import ModelSpec
+from llmdiag.memory.plan import Plan
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,8 +3,8 @@ and the preflight ``memory`` probe)."""
 
 from __future__ import annotations
 
-from diag.config import Field, register_section
-from diag.memory import plan
+from llmdiag.config import Field, register_section
+from llmdiag.memory import plan
 
 register_section(
     "job",

@@ -4,7 +4,7 @@ Model states (weights, gradients, fp32 master weights, optimizer moments) follow
 paper's accounting; ZeRO stage ≥1 and Megatron's distributed optimizer shard optimizer state
 and master weights over the data-parallel group (× context parallel, as Megatron does), stage
 ≥2 also gradients, stage 3 / FSDP also weights. Activations come from
-:mod:`diag.memory.activations` times the layers the pipeline schedule keeps in flight.
+:mod:`llmdiag.memory.activations` times the layers the pipeline schedule keeps in flight.
 Overheads are the runtime costs the textbook formulas omit (REFERENCE §3).
 """
 
@@ -14,9 +14,9 @@ import dataclasses
 import math
 from typing import Any
 
-from diag.memory import activations
-from diag.memory.models import ModelSpec
-from diag.memory.plan import Plan
+from llmdiag.memory import activations
+from llmdiag.memory.models import ModelSpec
+from llmdiag.memory.plan import Plan
 
 GIB = 1024**3
 CUDA_CONTEXT = int(0.5 * GIB)  # context + cuBLAS workspace with lazy module loading

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
-from diag.memory import checks, estimate, models, plan, search
+from llmdiag.errors import UsageError
+from llmdiag.memory import checks, estimate, models, plan, search
 
 
 def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, Any]) -> models.ModelSpec | None:
@@ -39,7 +39,7 @@ def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, A
 
 def resolve_plan(job: Mapping[str, Any], deepspeed: str | None, megatron: str | None,
                  flags: Mapping[str, Any]) -> plan.Plan:
-    from diag.memory.config import PLAN_KEYS
+    from llmdiag.memory.config import PLAN_KEYS
 
     layers: list[Mapping[str, Any]] = [{k: job.get(k) for k in PLAN_KEYS}]
     if deepspeed:
@@ -66,7 +66,7 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
         suggestions = search.suggest(m, p, gpu_memory, params=params)
     bad = checks.failing(issues) or est["verdict"] == "out-of-memory"
     status = "fail" if bad else ("warn" if issues or est["verdict"] == "tight" else "pass")
-    from diag.result import SCHEMA_VERSION
+    from llmdiag.result import SCHEMA_VERSION
 
     return {
         "schema_version": SCHEMA_VERSION, "command": command, "kind": "memory-estimate", "status": status,
@@ -80,21 +80,21 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
 
 
 def gpu_memory_from_nvml(nvml_factory: Any = None, field: str = "memory_total_bytes") -> tuple[int | None, str]:
-    """Smallest ``field`` (total or free bytes) over the local GPUs via diag.nvml, or (None, reason)."""
+    """Smallest ``field`` (total or free bytes) over the local GPUs via llmdiag.nvml, or (None, reason)."""
     try:
         if nvml_factory is None:
-            from diag import nvml as nvml_mod  # owned by probes-a; may not be merged yet
+            from llmdiag import nvml as nvml_mod  # owned by probes-a; may not be merged yet
 
             nvml_factory = nvml_mod.load
         api = nvml_factory()
-    except Exception as exc:  # no driver, no library, module missing: "no GPU"
+    except Exception as exc:  # noqa: BLE001 - no driver, no library, module missing: "no GPU"
         return None, f"NVML not available ({type(exc).__name__})"
     try:
         values = [getattr(api.snapshot(i), field) for i in range(api.device_count())]
     finally:
         try:
             api.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing a broken NVML handle must not hide the reading
             pass
     values = [v for v in values if v]
     if not values:

@@ -139,8 +139,8 @@ def grid() -> list[dict[str, Any]]:
 
 def spec_and_plan(cfg: dict[str, Any]):
     """The ModelSpec and Plan that describe one grid point's measured layer."""
-    from diag.memory.models import ModelSpec
-    from diag.memory.plan import Plan
+    from llmdiag.memory.models import ModelSpec
+    from llmdiag.memory.plan import Plan
 
     if cfg.get("arch") == "llama":
         m = ModelSpec("llama-layer", 2, cfg["h"], cfg["a"], 128, cfg["ffn"], kv_heads=cfg["kv"])
@@ -154,7 +154,7 @@ def spec_and_plan(cfg: dict[str, Any]):
 
 def compare(cfg: dict[str, Any]) -> tuple[float, float]:
     """(measured, estimated) bytes per layer for one grid point, estimated for this CPU's dtypes."""
-    from diag.memory.activations import layer_bytes
+    from llmdiag.memory.activations import layer_bytes
 
     m, plan = spec_and_plan(cfg)
     return measure_layer_bytes(**cfg)["bytes_per_layer"], layer_bytes(m, plan, device="cpu")

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)

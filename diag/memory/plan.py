@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit")
@@ -124,7 +124,7 @@ def _load(path: str | Path, what: str) -> Any:
 
             return yaml.safe_load(text)
         return json.loads(text)
-    except Exception as exc:  # yaml and json raise different types; both mean "bad file"
+    except Exception as exc:  # noqa: BLE001 - yaml and json raise different types; both mean "bad file"
         raise UsageError(f"{what}: {str(p)!r} is not valid: {exc}") from None
 
 

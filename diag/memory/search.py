@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.memory import checks
-from diag.memory.estimate import estimate
-from diag.memory.models import ModelSpec
-from diag.memory.plan import Plan
+from llmdiag.memory import checks
+from llmdiag.memory.estimate import estimate
+from llmdiag.memory.models import ModelSpec
+from llmdiag.memory.plan import Plan
 
 
 def _candidates(p: Plan) -> list[tuple[str, float, dict[str, Any]]]:
@@ -68,7 +68,7 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
         try:
             new = base.replace(**change)
             issues = checks.failing(checks.check_plan(m, new))
-        except Exception:  # an impossible combination (e.g. dp would be 0) is simply not a candidate
+        except Exception:  # noqa: BLE001 - an impossible combination (e.g. dp would be 0) is simply not a candidate
             continue
         if issues or new.tp * new.pp * new.cp > base.world:
             continue

@@ -1,4 +1,4 @@
-"""``llmdiag monitor``: sample GPUs (through :mod:`diag.nvml`) and the host at an interval,
+"""``llmdiag monitor``: sample GPUs (through :mod:`llmdiag.nvml`) and the host at an interval,
 evaluate alert rules, and hand samples to sinks (timeline file, Prometheus, alert command).
 
 Modules: ``config`` (the ``[monitor]`` section), ``host`` and ``gpus`` (samplers that return

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from diag.config import Field, register_section
+from llmdiag.config import Field, register_section
 
-#: Clock-event reasons that mean "slower than it should be" (see diag.nvml.THROTTLE_BITS).
+#: Clock-event reasons that mean "slower than it should be" (see llmdiag.nvml.THROTTLE_BITS).
 #: sw_power_cap is left out by default: a GPU at full load sits at its power cap routinely.
 DEFAULT_THROTTLE = ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"]
 THROTTLE_NAMES = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",

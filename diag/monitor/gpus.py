@@ -1,6 +1,6 @@
-"""GPU readings through the NVML adapter (:mod:`diag.nvml`), the same one the GPU probe uses.
+"""GPU readings through the NVML adapter (:mod:`llmdiag.nvml`), the same one the GPU probe uses.
 
-Each sample flattens a :class:`~diag.nvml.GpuSnapshot` into the fields the timeline, the
+Each sample flattens a :class:`~llmdiag.nvml.GpuSnapshot` into the fields the timeline, the
 Prometheus metrics and the rules need, plus what only a sequence of readings shows: Xid
 events not seen in an earlier sample (``new_xids``) and their running count (``xid_count``).
 A GPU that NVML lists but cannot read becomes ``{"index": i, "error": ...}``.
@@ -26,12 +26,12 @@ def _event_key(event: Any) -> tuple:
 class GpuSampler:
     """Open the adapter once (``factory()``), then :meth:`sample` reads every GPU.
 
-    ``factory`` raises :class:`diag.nvml.NvmlUnavailable` on a machine without a driver: the
+    ``factory`` raises :class:`llmdiag.nvml.NvmlUnavailable` on a machine without a driver: the
     sampler then has no GPUs and ``note`` says why.
     """
 
     def __init__(self, factory: Callable[[], Any] | None, slowing: Iterable[str] = ()) -> None:
-        from diag import nvml  # noqa: PLC0415
+        from llmdiag import nvml  # noqa: PLC0415
 
         self._nvml = nvml
         self._slowing = frozenset(slowing)

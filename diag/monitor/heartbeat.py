@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -30,7 +30,7 @@ class Heartbeat:
 
     def beat(self, now: float, samples: int) -> str | None:
         """Write this node's heartbeat; an error message when it could not (never raises)."""
-        from reports.base import write_atomic
+        from llmdiag.util.files import write_atomic
 
         try:
             write_atomic(self.path, json.dumps({"node": self.node, "time": now, "samples": samples}))

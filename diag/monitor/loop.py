@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from diag.monitor import rules as R
-from diag.monitor.config import Rules
+from llmdiag.monitor import rules as R
+from llmdiag.monitor.config import Rules
 
 SCHEMA_VERSION = "1.0"
 #: Points per plotted series kept for the HTML report (older points are thinned out).
@@ -125,6 +125,9 @@ class Sinks:
     server: Any = None  # sinks.MetricsServer
     alert_command: Any = None  # sinks.AlertCommand
     heartbeat: Any = None  # heartbeat.Heartbeat
+    #: metrics document -> Prometheus text; the command passes the reports layer's renderer
+    #: (this subsystem renders nothing itself). Needed with ``prometheus_file`` or ``server``.
+    render_metrics: Callable[[Mapping[str, Any]], str] | None = None
 
 
 class Monitor:
@@ -271,14 +274,15 @@ class Monitor:
     def _publish(self, sample: Mapping[str, Any]) -> None:
         s = self.sinks
         if s.timeline is not None:
-            from diag.monitor.sinks import timeline_rows
+            from llmdiag.monitor.sinks import timeline_rows
 
             s.timeline.write(timeline_rows(sample, self.node))
         if s.prometheus_file is not None or s.server is not None:
-            from diag.redact import redact_doc
-            from reports.base import render
+            from llmdiag.redact import redact_doc
 
-            text = render(redact_doc(self.metrics_document(), self.env), "prometheus")
+            if s.render_metrics is None:
+                raise TypeError("Sinks.render_metrics is needed for Prometheus output")
+            text = s.render_metrics(redact_doc(self.metrics_document(), self.env))
             if s.prometheus_file is not None:
                 s.prometheus_file.write(text)
             if s.server is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from diag.monitor.config import Rules
+from llmdiag.monitor.config import Rules
 
 #: rule -> runbook id (every rule name appears in reports even when it never fired).
 RUNBOOKS = {

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 HOST_COLUMNS = ("cpu_pct", "load_1m", "mem_used_bytes", "mem_total_bytes", "mem_pct", "swap_used_bytes",
                 "net_rx_bytes", "net_tx_bytes", "net_rx_bps", "net_tx_bps", "net_errors", "disk_read_bytes",
@@ -87,13 +87,15 @@ class Timeline:
         import os
         import tempfile
 
-        import pandas as pd  # noqa: PLC0415
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
 
-        frame = pd.DataFrame.from_records(self._rows, columns=list(COLUMNS))
+        table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in self._rows]) if self._rows else \
+            pa.table({c: pa.array([], type=pa.null()) for c in COLUMNS})
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent or ".")
         os.close(fd)
         try:
-            frame.to_parquet(tmp, index=False)
+            pq.write_table(table, tmp)
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -118,7 +120,7 @@ class PrometheusFile:
         self.path = p
 
     def write(self, text: str) -> None:
-        from reports.base import write_atomic
+        from llmdiag.util.files import write_atomic
 
         write_atomic(self.path, text)
 

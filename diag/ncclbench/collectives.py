@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from diag.ncclbench import pattern
+from llmdiag.ncclbench import pattern
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from diag.config import Field, register_section
-from diag.errors import UsageError
-from diag.ncclbench.sizes import parse_size, size_sweep
+from llmdiag.config import Field, register_section
+from llmdiag.errors import UsageError
+from llmdiag.ncclbench.sizes import parse_size, size_sweep
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 DTYPES = ("float", "half", "bfloat16", "double", "int8", "uint8", "int32", "int64")

@@ -2,7 +2,7 @@
 
 Three ways in:
 - **under a launcher** (torchrun, srun, mpirun or plain ``MASTER_ADDR``/``RANK``/``WORLD_SIZE``
-  variables; parsed once by :mod:`diag.launcher`): this process is one rank;
+  variables; parsed once by :mod:`llmdiag.launcher`): this process is one rank;
 - **standalone**: :func:`spawn_local` starts N worker processes on this host (one per local GPU,
   or ``--nproc`` CPU processes) that meet on a free port of 127.0.0.1;
 - **an existing group** (the preflight cluster agent's): :func:`run_on_group`.
@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from diag.errors import LlmdiagError, UsageError
-from diag.ncclbench.config import BenchSpec, check_world
+from llmdiag.errors import LlmdiagError, UsageError
+from llmdiag.ncclbench.config import BenchSpec, check_world
 
 
 class BenchFailed(LlmdiagError):
@@ -64,7 +64,7 @@ def run_on_group(spec: BenchSpec, group, *, backend: str, node_name: str | None 
     import torch
     import torch.distributed as dist
 
-    from diag.ncclbench import pairwise, runner
+    from llmdiag.ncclbench import pairwise, runner
 
     rank, n = dist.get_rank(group), dist.get_world_size(group)
     check_world(spec, n)
@@ -149,7 +149,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 def spawn_local(spec: BenchSpec, nproc: int, *, env: Mapping[str, str]) -> dict[str, Any]:
     """Run ``nproc`` ranks as worker processes on this host; rank 0's result.
 
-    The workers are real processes (``python -m diag.ncclbench.launch``) meeting on a free
+    The workers are real processes (``python -m llmdiag.ncclbench.launch``) meeting on a free
     port of 127.0.0.1. One that fails ends the run: the others are killed, and its stderr is
     in the error message.
     """
@@ -172,7 +172,7 @@ def spawn_local(spec: BenchSpec, nproc: int, *, env: Mapping[str, str]) -> dict[
             wenv["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                wenv.get("PYTHONPATH")]))
             err = open(tmpdir / f"rank{r}.err", "w")  # noqa: SIM115 - closed below
-            argv = [sys.executable, "-m", "diag.ncclbench.launch", str(spec_file), str(tmpdir / f"rank{r}.json"),
+            argv = [sys.executable, "-m", "llmdiag.ncclbench.launch", str(spec_file), str(tmpdir / f"rank{r}.json"),
                     backend]
             procs.append((subprocess.Popen(argv, env=wenv, stdin=subprocess.DEVNULL, stdout=err, stderr=err), err))
         try:

@@ -107,7 +107,7 @@ def _exchange_times(peer: int, nbytes: int, iters: int, device, group) -> list[f
     import torch
     import torch.distributed as dist
 
-    from diag.ncclbench.collectives import group_peer
+    from llmdiag.ncclbench.collectives import group_peer
 
     send = torch.ones(max(1, nbytes), dtype=torch.uint8, device=device)
     recv = torch.empty_like(send)
@@ -149,7 +149,7 @@ def measure(group, device, rank: int, n: int, *, nbytes: int, iters: int, low_fr
     import torch
     import torch.distributed as dist
 
-    from diag.ncclbench.timing import Clock
+    from llmdiag.ncclbench.timing import Clock
 
     clock = Clock(group, device)
     hosts: list[Any] = [None] * n

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diag.ncclbench import pattern
-from diag.ncclbench.collectives import COLLECTIVES, Buffers, bind
-from diag.ncclbench.config import BenchSpec
-from diag.ncclbench.timing import Clock, mean
+from llmdiag.ncclbench import pattern
+from llmdiag.ncclbench.collectives import COLLECTIVES, Buffers, bind
+from llmdiag.ncclbench.config import BenchSpec
+from llmdiag.ncclbench.timing import Clock, mean
 
 NAN = float("nan")
 

@@ -9,7 +9,7 @@ pass/fail findings.
 - A *straggler* is a rank whose own busbw over the plateau rows (from its own time) is below
   ``straggler_fraction`` of the median rank's.
 
-Findings are plain dicts shaped like :class:`diag.result.Result` fields, so the preflight
+Findings are plain dicts shaped like :class:`llmdiag.result.Result` fields, so the preflight
 probe turns them into results and the command into its exit code, from the same logic.
 """
 
@@ -19,8 +19,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from diag.ncclbench.collectives import busbw_factor
-from diag.result import SCHEMA_VERSION, Status
+from llmdiag.ncclbench.collectives import busbw_factor
+from llmdiag.result import SCHEMA_VERSION, Status
 
 RUNBOOK_LOW = "nccl-low-bandwidth"
 RUNBOOK_WRONG = "nccl-wrong-results"

@@ -1,6 +1,6 @@
-"""``python -m diag.trainer ARGS`` (also under ``torchrun ... -m diag.trainer``)."""
+"""``python -m llmdiag.trainer ARGS`` (also under ``torchrun ... -m llmdiag.trainer``)."""
 
-from diag.trainer.launch import main
+from llmdiag.trainer.launch import main
 
 if __name__ == "__main__":
     main()

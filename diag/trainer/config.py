@@ -1,15 +1,15 @@
-"""The trainer's options (one argparse parser, shared by ``llmdiag train``, ``python -m diag.trainer``
+"""The trainer's options (one argparse parser, shared by ``llmdiag train``, ``python -m llmdiag.trainer``
 and torchrun) and the ``[smoke]`` config section of the smoke-training probe.
 
 argparse rather than click here because the same parser must work inside torchrun's workers,
-where only ``python -m diag.trainer ARGS`` runs. Importing this module imports no torch.
+where only ``python -m llmdiag.trainer ARGS`` runs. Importing this module imports no torch.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from diag.config import Field, register_section
+from llmdiag.config import Field, register_section
 
 register_section(
     "smoke",

@@ -1,6 +1,6 @@
 """Start the trainer: as one worker under torchrun, or spawn ``--nproc`` workers here.
 
-Standalone, each worker is ``python -m diag.trainer ARGS`` with the torchrun environment
+Standalone, each worker is ``python -m llmdiag.trainer ARGS`` with the torchrun environment
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``).
 When a worker fails, the others get a few seconds to fail on their own (their collective
 timeout, say), then SIGTERM and SIGKILL; a torchrun-style ``ChildFailedError`` block names the
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from diag.trainer.config import build_parser
+from llmdiag.trainer.config import build_parser
 
 WORKER_ENV = "LLMDIAG_TRAIN_WORKER"
 GRACE_S = 5.0
@@ -47,7 +47,7 @@ def _failure_block(rank: int, code: int, pid: int, when: float, nproc: int) -> s
     return (
         "llmdiag.trainer.launch.ChildFailedError:\n"
         "============================================================\n"
-        "diag.trainer FAILED\n"
+        "llmdiag.trainer FAILED\n"
         "------------------------------------------------------------\n"
         "Failures:\n  <NO_OTHER_FAILURES>\n"
         "------------------------------------------------------------\n"
@@ -67,7 +67,7 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    **{WORKER_ENV: "1"})
-        procs.append(subprocess.Popen([sys.executable, "-m", "diag.trainer", *argv], env=env))
+        procs.append(subprocess.Popen([sys.executable, "-m", "llmdiag.trainer", *argv], env=env))
     first = None
     try:
         while any(p.poll() is None for p in procs):
@@ -101,11 +101,11 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
     return first[1] if first[1] > 0 else 1
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m diag.trainer") -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer") -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    from diag.trainer import inject
+    from llmdiag.trainer import inject
 
     try:
         for spec in args.inject:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m diag.trainer") ->
     elif args.fsdp:
         parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); drop --device cpu or --fsdp")
     if under_launcher(os.environ):
-        from diag.trainer.train import run_worker
+        from llmdiag.trainer.train import run_worker
 
         code = run_worker(args)
         sys.stdout.flush()

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from diag.trainer import data, tokenizer
+from llmdiag.trainer import data, tokenizer
 
 TEXT_SUFFIXES = (".txt", ".md", ".text", ".rst", ".jsonl", ".json", ".csv", ".py")
 CHUNK = 1 << 20

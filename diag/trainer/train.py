@@ -24,10 +24,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from diag.trainer import checkpoint as ckpt_mod
-from diag.trainer import data as data_mod
-from diag.trainer import inject as inject_mod
-from diag.trainer.model import GPT, GPTConfig
+from llmdiag.trainer import checkpoint as ckpt_mod
+from llmdiag.trainer import data as data_mod
+from llmdiag.trainer import inject as inject_mod
+from llmdiag.trainer.model import GPT, GPTConfig
 
 
 class RankLog:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.base import render
+from llmdiag.reports.base import render
 from tests.browser import headless
 from tests.browser.test_html_report import ARTIFACTS
 from tests.unit.monitor.util import make_monitor
@@ -41,7 +41,7 @@ def test_monitor_report(tmp_path):
 
 
 def test_analyze_log_report_of_a_megatron_log(tmp_path):
-    from probes.logs import analyze_paths
+    from llmdiag.logs import analyze_paths
 
     doc = analyze_paths([str(FIX / "logs" / "failing" / "megatron_nan.log")])
     page = tmp_path / "log.html"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.base import render
+from llmdiag.reports.base import render
 from tests.browser import headless
 
 DOCS = Path(__file__).resolve().parent.parent / "fixtures" / "docs"

@@ -28,7 +28,7 @@ def write_config(tmp: Path, extra: str = "") -> Path:
 
 
 def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float = 20) -> list[str]:
-    return [sys.executable, "-m", "diag", "preflight", "-c", str(config), "--nnodes", str(n), "--node-rank", str(k),
+    return [sys.executable, "-m", "llmdiag", "preflight", "-c", str(config), "--nnodes", str(n), "--node-rank", str(k),
             "--master-addr", tb.addr(0), "--master-port", str(PORT), "--timeout", f"{timeout:g}",
             "--probe", "software", "-f", "json", *args]
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.skipif(not OK, reason=WHY or "tes
 
 
 def _runbooks_exist(doc):
-    from diag.runbooks import ids as runbook_ids
+    from llmdiag.runbooks import ids as runbook_ids
 
     ids = set(runbook_ids())
     for r in doc["results"]:
@@ -49,7 +49,7 @@ def test_healthy_cluster_all_pass_and_merge_from_files_is_the_same(tmp_path):
     assert doc["sections"]["shared_fs"][str(shared)]["nodes"]["node-2"]["token_seen"] is True
     assert not list(shared.glob(".llmdiag-share-*")), "token files must be removed"
     assert run.wall_s < run.timeout + 5
-    merged = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(reports), "-f", "json"],
+    merged = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(reports), "-f", "json"],
                             env=cli_env(), capture_output=True, text=True, timeout=60)
     assert merged.returncode == 0, merged.stderr
     m = json.loads(merged.stdout)
@@ -128,7 +128,7 @@ def test_rendezvous_dropped_for_one_node_then_report_merge(tmp_path):
     assert reach["status"] == "fail" and reach["runbook"] == "cluster-rendezvous-unreachable"
     assert "timed out (dropped by a firewall?)" in reach["summary"] and tb.addr(0) in reach["summary"]
     assert run.out[2][0] == 1
-    merged = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(reports), "-f", "json"],
+    merged = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(reports), "-f", "json"],
                             env=cli_env(), capture_output=True, text=True, timeout=60)
     m = json.loads(merged.stdout)
     assert merged.returncode == 1 and m["missing_nodes"] == []

@@ -38,7 +38,7 @@ def test_torchrun_two_workers_per_node_one_agent_each(tmp_path):
         for k in range(n):
             argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(n), "--node-rank", str(k),
                     "--nproc-per-node", "2", "--master-addr", tb.addr(0), "--master-port", str(PORT),
-                    "-m", "diag", "preflight", "-c", str(cfg), "--probe", "launcher", "--timeout", "30",
+                    "-m", "llmdiag", "preflight", "-c", str(cfg), "--probe", "launcher", "--timeout", "30",
                     "-f", "json", "-o", str(tmp_path / f"node{k}.json")]
             procs[k] = tb.popen(k, argv, env=cli_env(GLOO_SOCKET_IFNAME="eth0"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -61,7 +61,7 @@ def test_plain_environment_variables(tmp_path):
         for k in range(n):
             env = cli_env(GLOO_SOCKET_IFNAME="eth0", NNODES=str(n), NODE_RANK=str(k), MASTER_ADDR=tb.addr(0),
                           MASTER_PORT=str(PORT))
-            argv = [sys.executable, "-m", "diag", "preflight", "-c", str(cfg), "--probe", "system", "--timeout", "20",
+            argv = [sys.executable, "-m", "llmdiag", "preflight", "-c", str(cfg), "--probe", "system", "--timeout", "20",
                     "-f", "json"]
             procs[k] = tb.popen(k, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out = _finish(procs, 60)

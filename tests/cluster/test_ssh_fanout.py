@@ -86,8 +86,8 @@ Host *
 """)
         hostfile = tmp / "hostfile"
         hostfile.write_text(f"# DeepSpeed format\n{tb.addr(0)} slots=8\nhost-1 slots=8\nhost-2 slots=8\n")
-        remote = f"env PYTHONPATH={REPO} {sys.executable} -m diag"
-        argv = [sys.executable, "-m", "diag", "preflight", "-c", str(cfg), "--hostfile", str(hostfile),
+        remote = f"env PYTHONPATH={REPO} {sys.executable} -m llmdiag"
+        argv = [sys.executable, "-m", "llmdiag", "preflight", "-c", str(cfg), "--hostfile", str(hostfile),
                 "--ssh-config", str(tmp / "ssh_config"), "--remote-command", remote, "--timeout", "16",
                 "--probe", "software", "-f", "json"]
         out = tb.run(0, argv, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})

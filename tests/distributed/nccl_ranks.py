@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from diag.ncclbench.launch import free_port
+from llmdiag.ncclbench.launch import free_port
 from tests.conftest import cli_env, llmdiag_argv
 
 #: Small and quick: a 3-4 rank run with --pairwise ends in seconds even on a busy 2-core machine.

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from diag.ncclbench.collectives import busbw_factor
+from llmdiag.ncclbench.collectives import busbw_factor
 from tests.conftest import cli_env, llmdiag_argv
 
 pytestmark = pytest.mark.distributed

@@ -1,6 +1,6 @@
 """`llmdiag nccl-bench --pairwise` with real gloo ranks on this machine.
 
-Each rank is a separate `python -m diag nccl-bench` started with the plain launcher variables
+Each rank is a separate `python -m llmdiag nccl-bench` started with the plain launcher variables
 and its own node name (LLMDIAG_NODE_NAME), as one process per node would be. A slow node is
 made for real: its process is kept stopped most of the time (SIGSTOP/SIGCONT), a host starved
 of CPU. The namespace-host test in tests/cluster slows a real link with tc instead.

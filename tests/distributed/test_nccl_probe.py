@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from diag import runbooks
+from llmdiag import runbooks
 from tests.conftest import cli_env, llmdiag_argv
 
 pytestmark = pytest.mark.distributed

@@ -12,8 +12,8 @@ from tests.conftest import cli_env, llmdiag_argv
 
 pytestmark = [
     pytest.mark.distributed,
-    pytest.mark.skipif(importlib.util.find_spec("diag.commands.analyze_log") is None,
-                       reason="analyze-log (branch logs) is not merged yet: diag.commands.analyze_log not importable"),
+    pytest.mark.skipif(importlib.util.find_spec("llmdiag.commands.analyze_log") is None,
+                       reason="analyze-log (branch logs) is not merged yet: llmdiag.commands.analyze_log not importable"),
 ]
 TINY = ["--nproc", "2", "--threads", "1", "--batch-size", "4", "--seq-len", "32", "--hidden", "32",
         "--collective-timeout", "3"]

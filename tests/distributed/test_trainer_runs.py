@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,9 +62,9 @@ def test_sigkill_during_checkpoint_save_resumes_exactly(tmp_path):
             time.sleep(0.05)
         else:
             pytest.fail("the save of step 10 never started")
-        ps = subprocess.run(["pgrep", "-f", "-P", str(proc.pid), "diag.trainer"], capture_output=True, text=True)
+        ps = subprocess.run(["pgrep", "-f", "-P", str(proc.pid), "llmdiag.trainer"], capture_output=True, text=True)
         pids = [int(p) for p in ps.stdout.split()]
-        rank0 = [p for p in pids if "RANK=0\0" in open(f"/proc/{p}/environ").read()]
+        rank0 = [p for p in pids if "RANK=0\0" in Path(f"/proc/{p}/environ").read_text()]
         assert rank0, ps.stdout
         os.kill(rank0[0], signal.SIGKILL)
         proc.wait(timeout=60)
@@ -116,7 +117,7 @@ def test_torchrun_max_restarts_resumes_from_checkpoint(tmp_path):
         pytest.skip("torchrun not installed")
     ck, log = tmp_path / "ck", tmp_path / "tr.log"
     argv = [torchrun, "--nproc-per-node", "2", "--max-restarts", "1", "--standalone",
-            "-m", "diag.trainer", "--threads", "1", "--batch-size", "4",
+            "-m", "llmdiag.trainer", "--threads", "1", "--batch-size", "4",
             "--seq-len", "32", "--hidden", "32", "--steps", "12", "--checkpoint-every", "5",
             "--checkpoint-dir", str(ck), "--inject", "crash@7:rank=1", "--log-file", str(log)]
     proc = subprocess.run(argv, env=cli_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path)

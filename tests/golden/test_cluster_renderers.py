@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
-from reports.base import RenderOptions, render
+from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
+from llmdiag.reports.base import RenderOptions, render
 
 HERE = Path(__file__).parent
 SCHEMA = HERE.parent.parent / "docs" / "report-schema.json"

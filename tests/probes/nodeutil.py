@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.config import Config
-from diag.context import Context
-from diag.nvml import RecordedNvml
-from diag.result import Result, Status
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.nvml import RecordedNvml
+from llmdiag.result import Result, Status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
 
@@ -32,7 +32,7 @@ def statuses(results: list[Result]) -> dict[str, str]:
 
 def assert_actionable(results: list[Result]) -> None:
     """Every non-pass result carries evidence, a remediation and a runbook id that exists."""
-    from diag import runbooks
+    from llmdiag import runbooks
 
     for r in results:
         if r.status in (Status.WARN, Status.FAIL):

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from diag import nvml
-from diag.result import Status
-from diag.runner import run_probe
-from probes.gpu import GpuProbe
+from llmdiag import nvml
+from llmdiag.result import Status
+from llmdiag.runner import run_probe
+from llmdiag.probes.gpu import GpuProbe
 from tests.probes.nodeutil import FIXTURES, assert_actionable, by_check, context, nvml_fixture, statuses
 
 

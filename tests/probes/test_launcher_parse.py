@@ -1,8 +1,8 @@
-"""diag.launcher: torchrun, Slurm, OpenMPI and plain variables parsed with range checks."""
+"""llmdiag.launcher: torchrun, Slurm, OpenMPI and plain variables parsed with range checks."""
 
 from __future__ import annotations
 
-from diag.launcher import parse_launcher
+from llmdiag.launcher import parse_launcher
 
 
 def test_nothing_set_is_not_a_job():

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from diag.result import Status
-from probes.launcher import LauncherProbe
+from llmdiag.result import Status
+from llmdiag.probes.launcher import LauncherProbe
 from tests.conftest import cli_env
 from tests.probes.nodeutil import assert_actionable, by_check, context
 
@@ -77,8 +77,8 @@ def test_node_zero_must_be_the_master():
 
 CHILD = """
 import json, sys
-from diag.context import Context
-from probes.launcher import LauncherProbe
+from llmdiag.context import Context
+from llmdiag.probes.launcher import LauncherProbe
 env = json.loads(sys.argv[1])
 print(json.dumps([r.to_dict() for r in LauncherProbe().run(Context.create(env=env))]))
 """

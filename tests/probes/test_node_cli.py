@@ -1,4 +1,4 @@
-"""The node probes through the real CLI: `python -m diag preflight` as a subprocess."""
+"""The node probes through the real CLI: `python -m llmdiag preflight` as a subprocess."""
 
 from __future__ import annotations
 

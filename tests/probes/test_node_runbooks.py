@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from diag import runbooks
-from diag.runner import run_probe
-from probes.gpu import GpuProbe
+from llmdiag import runbooks
+from llmdiag.runner import run_probe
+from llmdiag.probes.gpu import GpuProbe
 from tests.probes.nodeutil import FIXTURES, context, nvml_fixture
 
 PROBES = Path(__file__).resolve().parents[2] / "probes"

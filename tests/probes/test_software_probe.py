@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import textwrap
 
-from diag.result import Status
-from probes.software import SoftwareProbe
+from llmdiag.result import Status
+from llmdiag.probes.software import SoftwareProbe
 from tests.probes.nodeutil import assert_actionable, by_check, context, nvml_fixture
 
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from diag.result import Status
-from probes.system import SystemProbe
+from llmdiag.result import Status
+from llmdiag.probes.system import SystemProbe
 from tests.conftest import cli_env
 from tests.probes.nodeutil import assert_actionable, by_check, context
 
 CHILD = """
 import json, resource, sys
-from diag.config import Config
-from diag.context import Context
-from probes.system import SystemProbe
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.probes.system import SystemProbe
 args = json.loads(sys.argv[1])
 for name, (soft, hard) in args["limits"].items():
     resource.setrlimit(getattr(resource, name), (soft, hard))

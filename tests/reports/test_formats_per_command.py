@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports.base import render
+from llmdiag.reports.base import render
 from tests.conftest import cli_env, llmdiag_argv
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"

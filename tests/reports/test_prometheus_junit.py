@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports.base import render
+from llmdiag.reports.base import render
 
 DOCS = Path(__file__).resolve().parent.parent / "fixtures" / "docs"
 KINDS = ["cluster", "nccl-bench", "log-analysis", "memory-estimate"]
@@ -69,10 +69,17 @@ def test_bench_and_memory_metrics():
 
 
 def test_missing_keys_are_tolerated():
-    for kind in KINDS + ["monitor", "something-new"]:
+    for kind in KINDS + ["monitor"]:
         doc = {"schema_version": "1.0", "command": "x", "kind": kind, "status": "pass"}
         families(render(doc, "prometheus"))
         ET.fromstring(render(doc, "junit"))
+
+
+def test_unknown_kind_is_an_error_not_a_generic_fallback():
+    doc = {"schema_version": "1.0", "command": "x", "kind": "cluster-typo", "status": "pass"}
+    for fmt in ("prometheus", "junit", "terminal"):
+        with pytest.raises(ValueError, match="cluster-typo"):
+            render(doc, fmt)
 
 
 def cases(xml: str) -> dict:

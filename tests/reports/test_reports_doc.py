@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports.base import render
+from llmdiag.reports.base import render
 from tests.unit.monitor.util import make_monitor
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,9 +12,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from diag import runbooks
-from diag.cli import COMMANDS, cli
-from diag.exitcodes import ExitCode
+from llmdiag import runbooks
+from llmdiag.cli import COMMANDS, cli
+from llmdiag.exitcodes import ExitCode
 from tests.conftest import cli_env, llmdiag_argv
 from tests.unit.test_plugins import install_fake_distribution
 
@@ -33,7 +31,7 @@ def test_help_is_fast_and_lists_commands():
     assert proc.returncode == 0 and "preflight" in proc.stdout and "runbook" in proc.stdout
     assert elapsed < 3.0, elapsed  # interpreter start included; the import itself is ~0.1 s
     probe = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "diag", "--help"], capture_output=True, text=True, env=cli_env()
+        [sys.executable, "-X", "importtime", "-m", "llmdiag", "--help"], capture_output=True, text=True, env=cli_env()
     )
     heavy = [m for m in ("torch", "pandas", "pynvml", "matplotlib", "numpy") if f" {m}\n" in probe.stderr]
     assert heavy == [], f"--help imported heavy modules: {heavy}"
@@ -72,7 +70,7 @@ def test_missing_config_file_is_usage_error(tmp_path):
 
 
 def test_flags_override_file(tmp_path):
-    from diag.config import Config
+    from llmdiag.config import Config
 
     cfg = tmp_path / "c.toml"
     cfg.write_text('[network]\nport_range = "29500-29510"\n[cluster]\ngpus_per_node = 8\n')
@@ -111,7 +109,7 @@ def test_sigint_exits_130_and_cleans_up(tmp_path):
     site.mkdir()
     install_fake_distribution(site, {})
     (site / "slow_plugin.py").write_text(
-        "import time\nfrom diag.probe import BaseProbe\n"
+        "import time\nfrom llmdiag.probe import BaseProbe\n"
         "class Slow(BaseProbe):\n    name='slow'\n    description='sleeps'\n    timeout_s=60\n"
         "    def run(self, ctx):\n        p=ctx.cleanup.track(ctx.env['MARK'])\n        open(p,'w').write('x')\n"
         "        time.sleep(30)\n        return []\n"

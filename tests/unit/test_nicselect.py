@@ -2,7 +2,7 @@
 
 import pytest
 
-from probes.nicselect import kind_of, parse_spec, select_gloo, select_nccl
+from llmdiag.probes.nicselect import kind_of, parse_spec, select_gloo, select_nccl
 
 IFS = ["lo", "eth0", "eth1", "ib0", "ib1", "docker0", "ens5", "br-abc"]
 

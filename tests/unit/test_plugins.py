@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from diag.errors import PluginError
-from diag.registry import plugin_probes, validate
+from llmdiag.errors import PluginError
+from llmdiag.registry import plugin_probes, validate
 from tests.conftest import cli_env, llmdiag_argv
 
 PLUGIN_SRC = '''
-from diag.probe import BaseProbe
+from llmdiag.probe import BaseProbe
 
 class HelloProbe(BaseProbe):
     name = "hello"

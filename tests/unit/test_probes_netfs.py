@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from diag.config import Config
-from diag.context import Context
-from diag.runbooks import exists
-from probes.filesystem import FilesystemProbe, classify, mount_of, parse_mountinfo
-from probes.network import NetworkProbe
-from probes.ports import PortsProbe, compact, sample_ports
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.runbooks import exists
+from llmdiag.probes.filesystem import FilesystemProbe
+from llmdiag.util.mounts import classify, mount_of, parse_mountinfo
+from llmdiag.probes.network import NetworkProbe
+from llmdiag.probes.ports import PortsProbe, compact
+from llmdiag.util.ports import sample_ports
 
 ROOT = os.geteuid() == 0
 
@@ -131,9 +133,9 @@ def test_fake_infiniband_tree(tmp_path):
 
 NETNS_SCRIPT = """
 import json
-from diag.config import Config
-from diag.context import Context
-from probes.network import NetworkProbe
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.probes.network import NetworkProbe
 ctx = Context.create(config=Config.from_mapping({}), env={"MASTER_ADDR": "10.77.0.2"}, node="ns")
 print(json.dumps([r.to_dict() for r in NetworkProbe().run(ctx)]))
 """
@@ -234,7 +236,7 @@ def test_bounded_call_gives_up_on_a_blocking_syscall():
     """A read on an empty pipe blocks in the kernel, like stat on a dead NFS mount."""
     import time
 
-    from probes.bounded import Hung, call_bounded
+    from llmdiag.util.bounded import Hung, call_bounded
 
     r, w = os.pipe()
     try:
@@ -248,7 +250,7 @@ def test_bounded_call_gives_up_on_a_blocking_syscall():
 
 
 def test_io_files_are_tracked_for_cleanup_while_they_exist(tmp_path):
-    from probes.filesystem import _probe_io
+    from llmdiag.probes.filesystem import _probe_io
 
     seen = []
 

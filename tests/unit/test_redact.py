@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from diag.redact import MASK, redact_doc, redact_text
-from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
-from reports.base import FORMATS, RenderOptions, find_renderer, render
+from llmdiag.redact import MASK, redact_doc, redact_text
+from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
+from llmdiag.reports.base import FORMATS, RenderOptions, find_renderer, render
 from tests.conftest import cli_env, llmdiag_argv
 from tests.unit.test_plugins import install_fake_distribution
 
@@ -74,7 +74,7 @@ def test_no_secret_in_any_format(fmt):
 def test_end_to_end_preflight_planted_secret(tmp_path):
     """Secrets in the environment and on a plugin's command line never reach stdout."""
     (tmp_path / "leaky.py").write_text(
-        "from diag.probe import BaseProbe\n"
+        "from llmdiag.probe import BaseProbe\n"
         "class Leaky(BaseProbe):\n    name='leaky'\n    description='reports env and argv'\n"
         "    def run(self, ctx):\n"
         "        yield self.fail(ctx, 'env', 'argv: --token ' + ctx.env['HF_TOKEN'] + ' url ' + ctx.env['REPO_URL'],"
@@ -97,7 +97,7 @@ def test_end_to_end_preflight_planted_secret(tmp_path):
 @pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "dbPassword", "GITHUB_TOKEN",
                                   "OPENAI_KEY", "MY_CLIENT_SECRET", "NCCL_IB_AUTH_TOKEN"])
 def test_secret_names(name):
-    from diag.redact import is_secret_name
+    from llmdiag.redact import is_secret_name
 
     assert is_secret_name(name)
 
@@ -105,6 +105,6 @@ def test_secret_names(name):
 @pytest.mark.parametrize("name", ["PWD", "tokens_per_s", "max_tokens", "KEYBOARD", "NCCL_SOCKET_IFNAME", "runbook",
                                   "summary", "SSH_AUTH_SOCK", "monkey"])
 def test_not_secret_names(name):
-    from diag.redact import is_secret_name
+    from llmdiag.redact import is_secret_name
 
     assert not is_secret_name(name)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from diag.result import ClusterReport, Evidence, NodeReport, Result, Status
+from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
 
 def _r(status=Status.PASS, node="n1", **kw):

@@ -6,11 +6,11 @@ import threading
 import time
 from pathlib import Path
 
-from diag.config import Config
-from diag.context import Context
-from diag.probe import BaseProbe, Requirement
-from diag.result import Status
-from diag.runner import run_probes
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.probe import BaseProbe, Requirement
+from llmdiag.result import Status
+from llmdiag.runner import run_probes
 
 
 class Good(BaseProbe):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from diag.config import Config
-from diag.context import Context
-from diag.result import Status
-from probes.smoke import SmokeTrainProbe
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.result import Status
+from llmdiag.probes.smoke import SmokeTrainProbe
 from tests.conftest import cli_env
 
 

@@ -13,7 +13,7 @@ from tests.conftest import cli_env, llmdiag_argv
 def test_partial_or_corrupt_checkpoints_are_never_chosen(tmp_path):
     import torch
 
-    from diag.trainer.checkpoint import CheckpointManager, rng_state
+    from llmdiag.trainer.checkpoint import CheckpointManager, rng_state
 
     m = CheckpointManager(tmp_path, keep=5)
     for step in (5, 10, 15):
@@ -34,7 +34,7 @@ def test_partial_or_corrupt_checkpoints_are_never_chosen(tmp_path):
 def test_keep_last_k(tmp_path):
     import torch
 
-    from diag.trainer.checkpoint import CheckpointManager, rng_state
+    from llmdiag.trainer.checkpoint import CheckpointManager, rng_state
 
     m = CheckpointManager(tmp_path, keep=2, background=True)
     for step in range(1, 6):
@@ -44,7 +44,7 @@ def test_keep_last_k(tmp_path):
 
 
 def test_prepare_data_round_trip_and_no_overwrite(tmp_path):
-    from diag.trainer import data, tokenizer
+    from llmdiag.trainer import data, tokenizer
 
     src = tmp_path / "corpus"
     src.mkdir()
@@ -67,7 +67,7 @@ def test_prepare_data_round_trip_and_no_overwrite(tmp_path):
 
 
 def test_token_file_errors_name_the_problem(tmp_path):
-    from diag.trainer import data
+    from llmdiag.trainer import data
 
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"not a token file at all, really not....")

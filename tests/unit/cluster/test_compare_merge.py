@@ -6,11 +6,11 @@ import json
 import subprocess
 import sys
 
-from diag.cluster import compare
-from diag.cluster.compare import FactSpec, diff_facts, majority, node_list
-from diag.cluster.gather import read_node_files, write_node_file
-from diag.cluster.merge import build_report
-from diag.result import NodeReport, Result, Status
+from llmdiag.cluster import compare
+from llmdiag.cluster.compare import FactSpec, diff_facts, majority, node_list
+from llmdiag.cluster.gather import read_node_files, write_node_file
+from llmdiag.cluster.merge import build_report
+from llmdiag.result import NodeReport, Result, Status
 from tests.conftest import cli_env
 
 
@@ -115,20 +115,20 @@ def test_node_files_atomic_and_report_merge_cli(tmp_path):
                                                           "node-00002.json"]
     docs, problems = read_node_files(tmp_path)
     assert len(docs) == 3 and problems and "junk.json" in problems[0]
-    p = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(tmp_path), "-f", "json"],
+    p = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(tmp_path), "-f", "json"],
                        capture_output=True, text=True, env=cli_env(), timeout=60)
     assert p.returncode == 1, p.stderr
     m = json.loads(p.stdout)
     assert m["command"] == "report merge" and m["missing_nodes"] == ["node rank 3"]
     assert any(r["check"] == "consistency:torch" and r["node"] == "node-2" for r in m["results"])
-    md = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(tmp_path), "-f", "markdown"],
+    md = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(tmp_path), "-f", "markdown"],
                         capture_output=True, text=True, env=cli_env(), timeout=60).stdout
     assert "## Consistency across nodes" in md and "node-2: 2.4.0" in md
-    term = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(tmp_path), "--width", "120"],
+    term = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(tmp_path), "--width", "120"],
                           capture_output=True, text=True, env=cli_env(), timeout=60).stdout
     assert "consistency across nodes" in term and "nodes without a report" in term
     empty = tmp_path / "empty"
     empty.mkdir()
-    p = subprocess.run([sys.executable, "-m", "diag", "report", "merge", str(empty)], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(empty)], capture_output=True, text=True,
                        env=cli_env(), timeout=60)
     assert p.returncode == 2 and "no node report files" in p.stderr

@@ -9,8 +9,8 @@ import pytest
 
 
 def _child(q, soft, hard, nnodes):
-    from diag.cluster.agent import Agent, AgentOptions
-    from diag.cluster.world import World
+    from llmdiag.cluster.agent import Agent, AgentOptions
+    from llmdiag.cluster.world import World
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from diag.cluster.hostfile import host_problem, parse_hostfile, parse_target
-from diag.cluster.ssh import ssh_argv
-from diag.cluster.world import expand_nodelist, resolve_world
-from diag.config import Config
-from diag.errors import UsageError
-from diag.launcher import parse_launcher
+from llmdiag.cluster.hostfile import host_problem, parse_hostfile, parse_target
+from llmdiag.cluster.ssh import ssh_argv
+from llmdiag.cluster.world import expand_nodelist, resolve_world
+from llmdiag.config import Config
+from llmdiag.errors import UsageError
+from llmdiag.launcher import parse_launcher
 from tests.conftest import cli_env
 
 
@@ -107,10 +107,10 @@ def test_world_from_launchers_and_flags():
 def test_bad_hostfile_via_cli_exits_2_without_traceback(tmp_path):
     hf = tmp_path / "hostfile"
     hf.write_text("good-host slots=2\n-oProxyCommand=evil slots=1\n")
-    p = subprocess.run([sys.executable, "-m", "diag", "preflight", "--hostfile", str(hf)], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "llmdiag", "preflight", "--hostfile", str(hf)], capture_output=True,
                        text=True, timeout=30, env=cli_env())
     assert p.returncode == 2
     assert "line 2" in p.stderr and "must not start with '-'" in p.stderr and "Traceback" not in p.stderr
-    p = subprocess.run([sys.executable, "-m", "diag", "preflight", "--hostfile", str(tmp_path / "nope")],
+    p = subprocess.run([sys.executable, "-m", "llmdiag", "preflight", "--hostfile", str(tmp_path / "nope")],
                        capture_output=True, text=True, timeout=30, env=cli_env())
     assert p.returncode == 2 and "does not exist" in p.stderr

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from diag.cluster import clock, portmatrix, reach, sharedfs
+from llmdiag.cluster import clock, portmatrix, reach, sharedfs
 
 
 def _free_port() -> int:
@@ -109,8 +109,8 @@ def test_clock_skew_against_a_real_server():
 def test_store_session_barrier_gives_up_on_a_dead_node():
     import time
 
-    from diag.cluster.rendezvous import StoreSession
-    from diag.cluster.world import World
+    from llmdiag.cluster.rendezvous import StoreSession
+    from llmdiag.cluster.world import World
 
     port = _free_port()
     w0 = World(node_rank=0, nnodes=3, master_addr="127.0.0.1", master_port=port)

@@ -1,8 +1,8 @@
 """The full-series anomaly rules as they were before streaming (reference for the tests).
 
-Copied from probes/logs/table.py and probes/logs/anomalies.py at 17f01ef: every step kept in
+Copied from diag/logs/table.py and diag/logs/anomalies.py at 17f01ef: every step kept in
 typed arrays, every rule run over the whole series at the end. tests/unit/logs/test_streaming.py
-checks that the streaming detectors of probes/logs/series.py find exactly the same.
+checks that the streaming detectors of diag/logs/series.py find exactly the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import statistics
 from array import array
 from collections.abc import Sequence
 
-from probes.logs.config import Settings
+from llmdiag.logs.config import Settings
 
 #: float columns of the table (NaN = not printed)
 FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",

@@ -1,4 +1,4 @@
-"""Progress lines in bulk (probes/logs/bulk.py) give exactly what the line-by-line path gives."""
+"""Progress lines in bulk (diag/logs/bulk.py) give exactly what the line-by-line path gives."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probes.logs import bulk
-from probes.logs.analyzer import analyze, analyze_paths, prefilter_regex
+from llmdiag.logs import bulk
+from llmdiag.logs.analyzer import prefilter_regex
+from llmdiag.logs.engine import analyze, analyze_paths
 
 
 def _learn(line: str, rank=None):
@@ -42,7 +43,7 @@ def test_templates_for_common_progress_lines(line):
 @given(st.integers(1, 9999), st.integers(0, 13), st.integers(0, 32), st.integers(0, 24), st.integers(0, 60),
        st.integers(0, 60))
 def test_epoch_seconds_equals_the_per_line_timestamp(y, mo, d, h, mi, sec):
-    from probes.logs import prefixes
+    from llmdiag.logs import prefixes
 
     text = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{sec:02d}"
     want = prefixes.parse_timestamp(prefixes.TS_ANYWHERE.match(text))
@@ -135,7 +136,7 @@ def test_the_c_kernel_is_built_where_a_compiler_is():
 
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: the pure-Python path is used")
-    assert bulk._fastscan is not None, "probes/logs/_fastscan.c was not built (pip install -e . builds it)"
+    assert bulk._fastscan is not None, "diag/logs/_fastscan.c was not built (pip install -e . builds it)"
 
 
 # -- the C kernel against the regex path -------------------------------------------------------
@@ -268,7 +269,7 @@ def test_hyperscan_prefilter_yields_re_matches(pieces, pos):
 
 def _count_bulk_lines(monkeypatch) -> list[int]:
     """The sizes of the template-line batches the analyzer takes (a list that fills during a run)."""
-    from probes.logs import analyzer as analyzer_mod
+    from llmdiag.logs import analyzer as analyzer_mod
 
     sizes: list[int] = []
     orig = analyzer_mod.LogAnalyzer.bulk

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from diag.cli import cli
+from llmdiag.cli import cli
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.logs import analyze_paths
+from llmdiag.logs import analyze_paths
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 EXPECTED = {
@@ -81,8 +81,8 @@ def test_old_oom_converts_mib_to_gib():
 
 
 def test_trainer_contract_line_parses_as_key_value():
-    from probes.logs.formats import parse_progress
-    from probes.logs.prefixes import split_prefix
+    from llmdiag.logs.formats import parse_progress
+    from llmdiag.logs.prefixes import split_prefix
 
     line = ("[rank0]: step=12 loss=3.4512 lr=3.0e-04 grad_norm=1.234 loss_scale=65536 step_time_ms=41.2 "
             "tokens_per_s=12400 mem_gib=0.41")
@@ -134,8 +134,8 @@ def test_single_line_signatures(tmp_path, line, kind):
 
 
 def test_prefilter_engines_agree():
-    from probes.logs.analyzer import LogAnalyzer, prefilter_regex
-    from probes.logs.readers import ReadStats, scan
+    from llmdiag.logs.analyzer import LogAnalyzer, prefilter_regex
+    from llmdiag.logs.readers import ReadStats, scan
 
     import importlib.util
 

@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 
-from probes.logs.config import Settings
-from probes.logs.follow import follow_file
+from llmdiag.logs.config import Settings
+from llmdiag.logs.follow import follow_file
 
 
 def test_follow_alerts_rotation_and_hook(tmp_path):
@@ -32,6 +32,6 @@ def test_follow_alerts_rotation_and_hook(tmp_path):
     t.start()
     follow_file(str(log), Settings(), on_alert=hook, no_progress_s=1.5, poll_s=0.05, max_seconds=3.5, out=out)
     t.join()
-    kinds = [json.loads(l)["kind"] for l in out.getvalue().splitlines()]
+    kinds = [json.loads(line)["kind"] for line in out.getvalue().splitlines()]
     assert "nan_loss" in kinds and "nccl_warn" in kinds
-    assert [json.loads(l)["kind"] for l in hook_out.read_text().splitlines()] == kinds
+    assert [json.loads(line)["kind"] for line in hook_out.read_text().splitlines()] == kinds

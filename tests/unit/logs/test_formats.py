@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probes.logs.formats import parse_progress
+from llmdiag.logs.formats import parse_progress
 
 CASES = [
     (" iteration      100/  500000 | consumed samples          3200 | elapsed time per iteration (ms): 1234.5 | "

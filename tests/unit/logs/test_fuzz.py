@@ -9,11 +9,11 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from probes.logs import analyze_paths
+from llmdiag.logs import analyze_paths
 from tests.conftest import SHARED
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "fuzz-corpus"
-SEEDS = [l for p in sorted((SHARED / "logs").glob("*.log")) for l in p.read_bytes().splitlines()[:4]] or [b"loss 1"]
+SEEDS = [line for p in sorted((SHARED / "logs").glob("*.log")) for line in p.read_bytes().splitlines()[:4]] or [b"loss 1"]
 
 
 def _analyze(tmp_path: Path, data: bytes) -> dict:
@@ -63,7 +63,7 @@ def test_bulk_path_equals_line_by_line_on_mutated_progress_lines(tmp_path_factor
     """Template lines with bytes spliced in (a digit more, a NUL, a '\\r', junk) and clean ones."""
     import json
 
-    from probes.logs import bulk
+    from llmdiag.logs import bulk
 
     lines = [fmt.format(i=i, s=i % 60).encode() for i in range(1, 400)]
     for cut, junk in edits:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from probes.logs import analyze_paths
+from llmdiag.logs import analyze_paths
 from tests.conftest import SHARED
 
 LOGS = SHARED / "logs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probes.logs import analyze_paths, parallel
+from llmdiag.logs import analyze_paths, parallel
 
 
 @pytest.mark.parametrize("range_bytes", [1 << 30, 4096])  # a range per worker pair; ~80 ranges

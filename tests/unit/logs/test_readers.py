@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import subprocess
 
-from probes.logs import analyze_paths
+from llmdiag.logs import analyze_paths
 from tests.conftest import cli_env, llmdiag_argv
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.10 GiB"

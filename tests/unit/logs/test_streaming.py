@@ -14,12 +14,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.logs import analyzer as analyzer_mod
-from probes.logs import table
-from probes.logs.analyzer import _add_seen, analyze_paths
-from probes.logs.config import Settings
-from probes.logs.window import MedianSketch
-from probes.logs.table import StepStore, rows_to_batch
+from llmdiag.logs import analyzer as analyzer_mod
+from llmdiag.logs import table
+from llmdiag.logs.analyzer import _add_seen
+from llmdiag.logs.engine import analyze_paths
+from llmdiag.logs.config import Settings
+from llmdiag.logs.window import MedianSketch
+from llmdiag.logs.table import StepStore, rows_to_batch
 
 from . import reference_anomalies as ref
 
@@ -151,8 +152,8 @@ def test_duplicate_keys_are_forgotten_like_one_by_one():
 def test_csv_export_streams_every_record(tmp_path):
     import pandas as pd
 
-    from probes.logs.analyzer import analyze
-    from probes.logs.export import export_table
+    from llmdiag.logs.engine import analyze
+    from llmdiag.logs.export import export_table
 
     log = tmp_path / "run.log"
     log.write_text("".join(f"step={i} loss={3 + (i % 5) * 0.01:.2f} lr=1e-4\n" for i in range(1, 7001)))
@@ -181,7 +182,7 @@ def test_healthy_long_log_has_no_findings(tmp_path):
        st.lists(st.floats(allow_nan=False, width=64), max_size=200), st.integers(1, 40),
        st.sampled_from(["min", "max"]))
 def test_rolling_blocks_equal_the_direct_windows(prev, v, w, fn):
-    from probes.logs.window import rolling, rolling_direct
+    from llmdiag.logs.window import rolling, rolling_direct
 
     f = np.min if fn == "min" else np.max
     arr = np.array(v, dtype=np.float64)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from diag.memory import estimate
-from diag.memory.measure import compare, grid
-from diag.memory.models import PRESETS, ModelSpec
-from diag.memory.plan import Plan
+from llmdiag.memory import estimate
+from llmdiag.memory.measure import compare, grid
+from llmdiag.memory.models import PRESETS, ModelSpec
+from llmdiag.memory.plan import Plan
 
 torch = pytest.importorskip("torch")
 
@@ -61,7 +61,7 @@ def test_activation_estimate_within_5_percent(cfg):
 
 def test_paper_formula_differs_only_by_known_terms():
     """Korthikanti's closed form misses the norm statistics and (on CPU) 1-byte masks; nothing else."""
-    from diag.memory.activations import korthikanti, layer_terms
+    from llmdiag.memory.activations import korthikanti, layer_terms
 
     m = ModelSpec("gpt-layer", 2, 64, 4, 128, 256, gated=False, bias=True, norm="layer", dropout=True)
     plan = Plan(dp=1, seq_len=64, micro_batch=1, attention="eager")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from diag.errors import UsageError
-from diag.memory import checks, estimate, models, plan
-from diag.memory.plan import Plan, parse_size
+from llmdiag.errors import UsageError
+from llmdiag.memory import checks, estimate, models, plan
+from llmdiag.memory.plan import Plan, parse_size
 
 L7 = models.preset("llama2-7b")
 
@@ -122,7 +122,7 @@ def test_oom_only_when_optimizer_state_arrives():
 
 
 def test_suggestions_keep_the_gpu_count_and_rank_by_cost():
-    from diag.memory import search
+    from llmdiag.memory import search
 
     gpu = 40 * 2**30
     p = Plan(dp=8, seq_len=4096)  # no world size: the 8 GPUs stay 8

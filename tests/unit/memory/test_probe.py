@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from diag.config import Config
-from diag.context import Context
-from diag.result import Status
-from probes.memory import MemoryPlanProbe
+from llmdiag.config import Config
+from llmdiag.context import Context
+from llmdiag.result import Status
+from llmdiag.probes.memory import MemoryPlanProbe
 
 GIB = 2**30
 

@@ -189,7 +189,7 @@ def test_every_format(fmt):
 
 
 def test_help_does_not_import_heavy_modules():
-    probe = subprocess.run([sys.executable, "-X", "importtime", "-m", "diag", "monitor", "--help"],
+    probe = subprocess.run([sys.executable, "-X", "importtime", "-m", "llmdiag", "monitor", "--help"],
                            capture_output=True, text=True, env=cli_env())
     assert probe.returncode == 0 and "--timeline" in probe.stdout
     heavy = [m for m in ("pandas", "pynvml", "psutil", "matplotlib", "numpy") if f" {m}\n" in probe.stderr]

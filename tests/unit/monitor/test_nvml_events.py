@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from diag import nvml
-from diag.monitor.config import Rules
-from diag.monitor.gpus import GpuSampler
-from diag.monitor.host import HostSampler
-from diag.monitor.loop import Monitor
+from llmdiag import nvml
+from llmdiag.monitor.config import Rules
+from llmdiag.monitor.gpus import GpuSampler
+from llmdiag.monitor.host import HostSampler
+from llmdiag.monitor.loop import Monitor
 
 
 class NVMLError(Exception):

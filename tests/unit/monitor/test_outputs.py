@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from diag.errors import UsageError
-from diag.monitor import sinks as S
-from diag.monitor.heartbeat import Heartbeat
-from diag.monitor.loop import Sinks
-from reports.base import render
+from llmdiag.errors import UsageError
+from llmdiag.monitor import sinks as S
+from llmdiag.monitor.heartbeat import Heartbeat
+from llmdiag.monitor.loop import Sinks
+from llmdiag.reports.base import render
 from tests.unit.monitor.util import make_monitor
 
 
@@ -64,7 +64,7 @@ def test_timeline_suffix_is_checked(tmp_path):
 
 def test_prometheus_file_is_parsed_by_prometheus_client(tmp_path):
     prom = tmp_path / "llmdiag.prom"
-    sinks = Sinks(prometheus_file=S.PrometheusFile(str(prom)))
+    sinks = Sinks(prometheus_file=S.PrometheusFile(str(prom)), render_metrics=lambda d: render(d, "prometheus"))
     make_monitor("timeline-h100-faults", sinks=sinks).run(count=3)
     fams = families(prom.read_text())
     used = {s.labels["gpu"]: s.value for s in fams["llmdiag_gpu_memory_used_bytes"].samples}
@@ -91,7 +91,7 @@ def test_host_only_metrics_say_gpus_absent(tmp_path):
 
 def test_metrics_endpoint_serves_the_latest_sample():
     server = S.MetricsServer(0, "127.0.0.1")
-    mon = make_monitor("timeline-h100-faults", sinks=Sinks(server=server), interval_s=0.05)
+    mon = make_monitor("timeline-h100-faults", sinks=Sinks(server=server, render_metrics=lambda d: render(d, "prometheus")), interval_s=0.05)
     t = threading.Thread(target=mon.run, kwargs={"count": 10000})
     t.start()
     try:

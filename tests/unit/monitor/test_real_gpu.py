@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from diag import nvml
-from diag.monitor.config import Rules
-from diag.monitor.gpus import GpuSampler
-from diag.monitor.host import HostSampler
-from diag.monitor.loop import Monitor
+from llmdiag import nvml
+from llmdiag.monitor.config import Rules
+from llmdiag.monitor.gpus import GpuSampler
+from llmdiag.monitor.host import HostSampler
+from llmdiag.monitor.loop import Monitor
 
 
 @pytest.mark.gpu

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from diag.monitor import rules as R
-from diag.monitor.config import Rules
+from llmdiag.monitor import rules as R
+from llmdiag.monitor.config import Rules
 from tests.unit.monitor.util import make_monitor, recorded
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag import nvml
-from diag.monitor.config import Rules
-from diag.monitor.gpus import GpuSampler
-from diag.monitor.host import HostSampler
-from diag.monitor.loop import Monitor, Sinks
+from llmdiag import nvml
+from llmdiag.monitor.config import Rules
+from llmdiag.monitor.gpus import GpuSampler
+from llmdiag.monitor.host import HostSampler
+from llmdiag.monitor.loop import Monitor, Sinks
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nvml"
 

@@ -3,9 +3,9 @@
 import pytest
 from click.testing import CliRunner
 
-from diag.cli import cli
-from diag.ncclbench.collectives import COLLECTIVES, busbw_factor
-from diag.ncclbench.sizes import parse_size, size_sweep
+from llmdiag.cli import cli
+from llmdiag.ncclbench.collectives import COLLECTIVES, busbw_factor
+from llmdiag.ncclbench.sizes import parse_size, size_sweep
 
 HAND = {  # collective -> {n: factor}, computed by hand
     "all_reduce": {2: 1.0, 3: 4 / 3, 4: 1.5},

@@ -2,7 +2,7 @@
 
 import pytest
 
-from diag.ncclbench.pairwise import localise, ring_pairs, sample_pairs
+from llmdiag.ncclbench.pairwise import localise, ring_pairs, sample_pairs
 
 LABELS = ["n0", "n1", "n2", "n3"]
 
@@ -39,7 +39,7 @@ def test_noise_within_the_fraction_is_not_slow():
 
 
 def test_loopback_slow_link_warns_instead_of_failing():
-    from diag.ncclbench import verdict
+    from llmdiag.ncclbench import verdict
 
     pw = {"nodes": [{"node": "h:rank0"}, {"node": "h:rank1"}, {"node": "h:rank2"}], "links": [],
           **localise(["h:rank0", "h:rank1", "h:rank2"], links((0, 1, 1.0), (1, 2, 1.0), (2, 0, 0.2)), 0.5)}

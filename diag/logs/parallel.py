@@ -20,7 +20,7 @@ import pickle
 import shutil
 import tempfile
 
-from probes.logs.readers import ReadStats
+from llmdiag.logs.readers import ReadStats
 
 MIN_BYTES = 64 << 20
 #: about this many bytes per range (at least two ranges per worker, at most MAX_RANGES)
@@ -44,8 +44,8 @@ def worth_splitting(path: str) -> bool:
 
 def _work(args):
     path, start, end, chunk, spill_dir = args
-    from probes.logs.analyzer import LogAnalyzer, prefilter_regex
-    from probes.logs.readers import scan
+    from llmdiag.logs.analyzer import LogAnalyzer, prefilter_regex
+    from llmdiag.logs.readers import scan
 
     an, stats = LogAnalyzer(), ReadStats()
     # the progress-line templates this worker learned in its earlier ranges of the file: a range
@@ -111,7 +111,7 @@ def merge(dst, src, offset: int, raw_path: str, path: str) -> None:
     Step records are replayed from the worker's raw file through ``dst.ingest``, so duplicate
     detection, the step table and the streaming detectors see one sequence, as in a single pass.
     """
-    from probes.logs.table import unpack
+    from llmdiag.logs.table import unpack
 
     for e in src.events:
         e.line += offset

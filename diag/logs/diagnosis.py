@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from probes.logs.signatures import Event
+from llmdiag.logs.signatures import Event
 
 ERROR, WARNING = "error", "warning"
 #: kind -> (severity, runbook, probable cause, next step)
@@ -259,7 +259,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             f["facts"].pop(k, None)
         fa = f["facts"]
         size = fa.get("oom_tried_to_allocate_gib")
-        f["message"] = (f"CUDA out of memory" + (f" (tried to allocate {size:.2f} GiB)" if size else "")
+        f["message"] = ("CUDA out of memory" + (f" (tried to allocate {size:.2f} GiB)" if size else "")
                         + (f" on GPU {fa['oom_gpu_index']}" if "oom_gpu_index" in fa else ""))
         out.append(f)
     cf = by.pop("child_failed", [])
@@ -323,7 +323,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
 
 
 def _metrics(an, ser, rank) -> dict:
-    from probes.logs.series import RankMetrics
+    from llmdiag.logs.series import RankMetrics
 
     t = an.table
     m: dict = {"num_steps_with_loss": an.unique_steps.get(rank, 0), "num_lines_with_loss": an.lines_with_loss,
@@ -341,7 +341,7 @@ def _metrics(an, ser, rank) -> dict:
 
 
 def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
-    from probes.logs import prefixes
+    from llmdiag.logs import prefixes
 
     an.flush()
     t = an.table

@@ -5,7 +5,7 @@ builds from them) cost gigabytes. :class:`StepStore` keeps only what the report 
 
 - the first ``HEAD_ROWS`` rows for the JSON ``steps`` list,
 - a bounded, evenly thinned sample of (x, loss, grad norm) for ``--plot``,
-- per rank, a :class:`~probes.logs.series.RankSeries` (running metrics and streaming anomaly
+- per rank, a :class:`~llmdiag.logs.series.RankSeries` (running metrics and streaming anomaly
   detectors with bounded windows),
 - with ``spill=True`` (``--csv`` / ``--parquet``) every batch appended to a temporary file
   that the export streams back.
@@ -24,12 +24,8 @@ import tempfile
 
 import numpy as np
 
-#: float columns of the table (NaN = not printed)
-FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",
-              "tflops", "mfu_pct", "memory_gib", "epoch", "skipped", "nan_iters", "ts")
-INT_COLS = ("step", "iter", "rank", "line", "file", "has_loss", "has_grad_norm")
-NONE = -(2**62)
-_NONE = NONE  # older name
+from llmdiag.logs.columns import FLOAT_COLS, INT_COLS, NONE
+
 HEAD_ROWS = 5000
 #: rows kept for the plot; beyond this the sample is thinned (every other row dropped)
 PLOT_ROWS = 20000
@@ -124,8 +120,8 @@ def head_rows(b: dict, k: int, files: list[str]) -> list[dict]:
 
 class StepStore:
     def __init__(self, settings=None, spill: bool = False) -> None:
-        from probes.logs.config import Settings
-        from probes.logs.detectors import NanDetector
+        from llmdiag.logs.config import Settings
+        from llmdiag.logs.detectors import NanDetector
 
         self.settings = settings or Settings()
         self.files: list[str] = []
@@ -161,7 +157,7 @@ class StepStore:
             self._ingest(b)
 
     def _ingest(self, b: dict) -> None:
-        from probes.logs.series import RankSeries
+        from llmdiag.logs.series import RankSeries
 
         n = batch_len(b)
         if len(self.head) < HEAD_ROWS:

@@ -24,13 +24,12 @@ import re
 
 import numpy as np
 
-from probes.logs import prefixes, signatures
-from probes.logs.formats import parse_progress
-from probes.logs.table import FLOAT_COLS, NONE, empty_batch
-from probes.logs.unwrap import needs_continuation
+from llmdiag.logs import prefixes, signatures
+from llmdiag.logs.progress import read_line
+from llmdiag.logs.table import FLOAT_COLS, NONE, empty_batch
 
 try:  # the optional C accelerator (setup.py); without it the re.split path below does the same
-    from probes.logs import _fastscan
+    from llmdiag.logs import _fastscan
 except ImportError:  # pragma: no cover - depends on the install
     _fastscan = None
 if os.environ.get("LLMDIAG_NO_FASTSCAN"):  # compare with the pure-Python path (bench, debugging)
@@ -167,20 +166,6 @@ def _probe(shape: str, kind: str, i: int, own: str = "") -> str:
         "zero": {"int": "0", "dec": "0.0", "exp": "0.0e+00"},
         "lead": {"int": "0042", "dec": "007.50", "exp": "01.5e-3"},
     }[kind][shape]
-
-
-def _parse_line(text: str, file_rank: int | None):
-    """What the per-line path makes of one line on its own (see LogAnalyzer.__call__/_handle)."""
-    pre = prefixes.split_prefix(text.rstrip("\r\n"))
-    rank = pre.rank if pre.rank is not None else file_rank
-    msg = pre.message
-    ts = pre.ts if pre.ts is not None else prefixes.find_timestamp(msg)
-    if "WorkNCCL(" in msg and needs_continuation(msg):
-        return None
-    if signatures.match_line(msg):
-        return None
-    rec = parse_progress(msg) if ("oss" in msg or "iteration" in msg or "OSS" in msg) else None
-    return rec, rank, ts
 
 
 class Template:
@@ -439,7 +424,7 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
     text = text.rstrip("\r\n")
     if not text.isascii() or not text.isprintable() or len(text) > 2000:
         return None
-    got = _parse_line(text, file_rank)
+    got = read_line(text, file_rank)
     span = None
     if got is not None and got[2] is not None:  # a timestamp: one slot of shape "ts"
         span = _ts_span(text, got[2])
@@ -471,7 +456,7 @@ def learn(text: str, file_rank: int | None, prefilter) -> Template | None:
     nums_a = [_probe(s, "a", i, own[i]) for i, s in enumerate(shapes)]
     nums_b = [_probe(s, "b", i, own[i]) for i, s in enumerate(shapes)]
     draft = Template(literals, shapes, {}, {}, ("const", None), own)
-    got_a, got_b = _parse_line(draft.line(nums_a), file_rank), _parse_line(draft.line(nums_b), file_rank)
+    got_a, got_b = read_line(draft.line(nums_a), file_rank), read_line(draft.line(nums_b), file_rank)
     if got_a is None or got_b is None or got_a[0] is None or got_b[0] is None:
         return None
     rec_a, rank_a, _ = got_a
@@ -517,7 +502,7 @@ def _verified(tpl: Template, probes: list, file_rank, prefilter, pads: tuple) ->
     for nums in probes:
         for pad in pads:
             line = "".join(_repad(lit, pad) + (nums[i] if i < len(nums) else "") for i, lit in enumerate(tpl.literals))
-            got = _parse_line(line, file_rank)
+            got = read_line(line, file_rank)
             want_ts = None if tpl.ts_slot is None else _ts_value(nums[tpl.ts_slot])
             if got is None or got[0] is None or got[2] != want_ts:
                 return False

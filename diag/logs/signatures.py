@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from probes.logs.unwrap import needs_continuation
+from llmdiag.logs.unwrap import needs_continuation
 
 _GIB = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
         "kb": 1 / 2**20, "mb": 1 / 1024, "gb": 1.0}

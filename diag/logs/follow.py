@@ -16,13 +16,13 @@ import subprocess
 import sys
 import time
 
-from probes.logs.analyzer import LogAnalyzer
-from probes.logs.readers import ReadStats
+from llmdiag.logs.analyzer import LogAnalyzer
+from llmdiag.logs.readers import ReadStats
 
 
 
 def _alerts(an: LogAnalyzer, stats: ReadStats, settings, seen: set) -> list[dict]:
-    from probes.logs.diagnosis import build_document
+    from llmdiag.logs.diagnosis import build_document
 
     doc = build_document(an, stats, settings)
     out = []

@@ -13,7 +13,7 @@ import statistics
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from probes.logs.table import NONE
+from llmdiag.logs.columns import NONE
 
 
 def fmt(v: float) -> str:

@@ -1,73 +1,104 @@
-"""Per-step table export (CSV / Parquet through pandas) and the loss / grad-norm plot."""
+"""Per-step table export (CSV through the csv module, Parquet through pyarrow) and the loss / grad-norm plot."""
 
 from __future__ import annotations
 
-from diag.errors import UsageError
+from llmdiag.errors import UsageError
 
 COLUMNS = ["step", "iter", "rank", "loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s",
            "samples_per_s", "tflops", "mfu_pct", "memory_gib", "epoch", "ts", "file", "line"]
 
 
 def _target(path: str, protect) -> str:
-    from reports.base import check_output_path
+    from llmdiag.outputs import check_output_path
 
     return str(check_output_path(path, protect))
 
 
-def _frame(batch: dict, files: list[str]):
+def _columns(batch: dict, files: list[str]) -> dict:
+    """COLUMNS of one batch as (values, missing) pairs of NumPy arrays."""
     import numpy as np
-    import pandas as pd
 
-    from probes.logs.table import FLOAT_COLS, NONE
+    from llmdiag.logs.table import FLOAT_COLS, NONE
 
     cols: dict = {}
     for c in COLUMNS:
         if c == "file":
-            cols[c] = np.asarray(files, dtype=object)[batch["file"]]
+            idx = batch["file"]
+            cols[c] = (np.asarray(files + [""], dtype=object)[np.where(idx == NONE, len(files), idx)], idx == NONE)
         elif c in FLOAT_COLS:
             a = batch[c]
-            if c in ("loss", "grad_norm"):  # absent (not printed) stays empty; a printed NaN stays NaN
-                a = np.where(batch["has_" + c] == 1, a, np.nan)
-            cols[c] = a
+            # absent (not printed) is empty; a printed NaN loss or grad norm stays NaN
+            missing = batch["has_" + c] != 1 if c in ("loss", "grad_norm") else np.isnan(a)
+            cols[c] = (a, missing)
         else:
             a = batch[c]
-            cols[c] = pd.array(np.where(a == NONE, 0, a), dtype="Int64")
-            cols[c][a == NONE] = pd.NA
-    return pd.DataFrame(cols, columns=COLUMNS)
+            cols[c] = (a, a == NONE)
+    return cols
+
+
+def _csv_rows(cols: dict):
+    """Rows for the csv module: missing cells None (written empty), numbers as Python values."""
+    lists = []
+    for c in COLUMNS:
+        values, missing = cols[c]
+        vals = values.tolist()
+        for i in missing.nonzero()[0].tolist():
+            vals[i] = None
+        lists.append(vals)
+    return zip(*lists)
+
+
+def _arrow_table(cols: dict):
+    import pyarrow as pa
+
+    arrays = []
+    for c in COLUMNS:
+        values, missing = cols[c]
+        if c == "file":
+            arrays.append(pa.array(values.tolist(), type=pa.string(), mask=missing))
+        elif values.dtype.kind == "f":
+            arrays.append(pa.array(values, type=pa.float64(), mask=missing))
+        else:
+            arrays.append(pa.array(values, type=pa.int64(), mask=missing))
+    return pa.Table.from_arrays(arrays, names=COLUMNS)
 
 
 def export_table(store, *, csv_path: str | None = None, parquet_path: str | None = None, protect=()) -> None:
     """Stream every step record from the spilled table (``StepStore(spill=True)``) to CSV / Parquet."""
+    import csv
+    import itertools
+
     csv_target = _target(csv_path, protect) if csv_path else None
     pq_target = _target(parquet_path, protect) if parquet_path else None
     writer = None
     if pq_target:
         try:
-            import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError as exc:
-            raise UsageError(f"--parquet needs pyarrow: {exc}") from exc
-    first = True
+            raise UsageError(f"--parquet needs pyarrow (pip install 'llmdiag[parquet]'): {exc}") from exc
+    fh = open(csv_target, "w", newline="", encoding="utf-8") if csv_target else None  # noqa: SIM115
     try:
-        for batch in store.iter_batches():
-            frame = _frame(batch, store.files)
-            if csv_target:
-                frame.to_csv(csv_target, index=False, mode="w" if first else "a", header=first)
+        out = csv.writer(fh) if fh is not None else None
+        if out is not None:
+            out.writerow(COLUMNS)
+        batches = iter(store.iter_batches())
+        first = next(batches, None)
+        if first is None:  # no step records: header-only files
+            from llmdiag.logs.table import empty_batch
+
+            first = empty_batch(0)
+        for batch in itertools.chain([first], batches):
+            cols = _columns(batch, store.files)
+            if out is not None:
+                out.writerows(_csv_rows(cols))
             if pq_target:
-                table = pa.Table.from_pandas(frame, preserve_index=False)
+                table = _arrow_table(cols)
                 if writer is None:
                     writer = pq.ParquetWriter(pq_target, table.schema)
-                writer.write_table(table.cast(writer.schema))
-            first = False
-        if first:  # no step records: header-only files
-            from probes.logs.table import empty_batch
-
-            frame = _frame(empty_batch(0), store.files)
-            if csv_target:
-                frame.to_csv(csv_target, index=False)
-            if pq_target:
-                pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), pq_target)
+                writer.write_table(table)
     finally:
+        if fh is not None:
+            fh.close()
         if writer is not None:
             writer.close()
 
@@ -75,7 +106,10 @@ def export_table(store, *, csv_path: str | None = None, parquet_path: str | None
 def plot_curves(doc: dict, path: str, protect=(), sample: dict | None = None) -> None:
     """Loss and grad norm over steps, findings marked. ``sample`` is the step table's bounded
     plot sample (``StepStore.plot_sample()``); without it the document's first rows are drawn."""
-    import matplotlib  # lazy: heavy
+    try:
+        import matplotlib  # lazy: heavy
+    except ImportError:
+        raise UsageError("--plot needs matplotlib (pip install 'llmdiag[plots]')") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

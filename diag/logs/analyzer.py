@@ -5,7 +5,7 @@ step table (bounded, see table.py), the events, and small block parsers (a Child
 summary, a wrapped watchdog message). Step records arrive one by one from the per-line
 parsers (buffered into batches) or a chunk at a time from a learned progress-line template
 (bulk.py, through the reader's ``fast_path`` hook); both go through ``ingest`` (duplicate
-steps dropped, then the table). ``analyze_paths`` runs it over files and returns the document.
+steps dropped, then the table). ``llmdiag.logs.engine`` runs it over files and returns the document.
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from __future__ import annotations
 import math
 import pickle
 import re
-import time
 
 import numpy as np
 
-from probes.logs import bulk, prefixes, signatures
-from probes.logs.formats import parse_progress
-from probes.logs.readers import ReadStats, resolve, scan
-from probes.logs.signatures import Event
-from probes.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
-from probes.logs.unwrap import join_wrapped, needs_continuation
+from llmdiag.logs import bulk, prefixes, signatures
+from llmdiag.logs.progress import progress_of, timestamp_of
+from llmdiag.logs.signatures import Event
+from llmdiag.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
+from llmdiag.logs.unwrap import join_wrapped, needs_continuation
 
 
 _PREFILTERS: dict = {}
@@ -35,7 +33,7 @@ def prefilter_regex(engine: str = "auto"):
     engines are compared by bench/log_throughput.py and yield the same matches).
     """
     if engine not in _PREFILTERS:
-        from probes.logs.prefilter import compile_prefilter
+        from llmdiag.logs.prefilter import compile_prefilter
 
         parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
         _PREFILTERS[engine] = compile_prefilter(parts, engine)
@@ -179,9 +177,9 @@ class LogAnalyzer:
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
         msg = pre.message
-        ts = pre.ts if pre.ts is not None else prefixes.find_timestamp(msg)
+        ts = timestamp_of(pre)
         want = 0
-        rec = parse_progress(msg) if ("oss" in msg or "iteration" in msg or "OSS" in msg) else None
+        rec = progress_of(msg)
         if rec is not None:
             self._record(rec, file, lineno, pre.rank, ts)
         for kind, facts, m in signatures.match_line(msg):
@@ -264,7 +262,7 @@ class LogAnalyzer:
             tpl.idle = 0
             tpls.append(tpl)
 
-    # -- progress lines in bulk (probes.logs.bulk) ----------------------------------------
+    # -- progress lines in bulk (llmdiag.logs.bulk) ----------------------------------------
     def fast_path(self, path: str, buf: bytes, base: int):
         """The reader's hook: ``buf`` with this file's template lines emptied, and their feed.
 
@@ -470,40 +468,6 @@ def _add_seen(seen: set, keys) -> None:
     seen.clear()
     tail = keys[last:]
     seen.update(tail.tolist() if isinstance(tail, np.ndarray) else tail)
-
-
-def analyze(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None,
-            spill: bool = False):
-    """Read ``paths``; return the ``log-analysis`` document and the analyzer.
-
-    With ``spill=True`` the analyzer's step table keeps every record in a temporary file for
-    ``--csv`` / ``--parquet`` (``export.export_table``); call ``analyzer.table.close()`` after.
-    """
-    from probes.logs import config as cfg
-    from probes.logs import parallel
-    from probes.logs.diagnosis import build_document
-
-    settings = settings or cfg.Settings()
-    stats = ReadStats()
-    files = resolve(paths, stats)
-    analyzer = LogAnalyzer(settings, spill=spill)
-    rx = prefilter_regex()
-    t0 = time.monotonic()
-    for f in files:
-        kw = {"chunk": chunk} if chunk else {}
-        if (workers is None or workers > 1) and parallel.worth_splitting(f):
-            parallel.scan_parallel(f, analyzer, stats, workers=workers, chunk=chunk)
-            continue
-        scan(f, rx, analyzer, stats, **kw)
-        analyzer.finish()
-    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0), analyzer
-
-
-def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:
-    """Read ``paths`` and return the ``log-analysis`` document (see docs/analyze-log.md)."""
-    doc, analyzer = analyze(paths, settings=settings, chunk=chunk, workers=workers)
-    analyzer.table.close()
-    return doc
 
 
 def grep_pattern() -> str:

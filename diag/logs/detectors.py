@@ -18,8 +18,8 @@ from collections import deque
 
 import numpy as np
 
-from probes.logs.window import MedianSketch, finding, opt, robust, rolling, where, xs, xval
-from probes.logs.window import fmt as _fmt
+from llmdiag.logs.window import MedianSketch, finding, opt, robust, rolling, where, xs, xval
+from llmdiag.logs.window import fmt as _fmt
 
 
 class NanDetector:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from diag.config import Field, register_section
+from llmdiag.config import Field, register_section
 
 
 @dataclasses.dataclass(frozen=True)

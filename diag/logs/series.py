@@ -2,7 +2,7 @@
 
 :class:`RankSeries` is what the step table keeps per rank: :class:`RankMetrics` (first /
 last / min / max / median values of the ``metrics`` summary, accumulated batch by batch) and
-every detector of :mod:`probes.logs.detectors`. Medians over a whole run (typical step time)
+every detector of :mod:`llmdiag.logs.detectors`. Medians over a whole run (typical step time)
 are exact up to ``MedianSketch.CAP`` values and then computed over an evenly thinned sample.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.logs.detectors import (GradJumpDetector, LossSpikeDetector, NanDetector, ScaleDetector, StallTracker,
+from llmdiag.logs.detectors import (GradJumpDetector, LossSpikeDetector, NanDetector, ScaleDetector, StallTracker,
                                    TailTracker, ThroughputDetector)
-from probes.logs.table import NONE
-from probes.logs.window import MedianSketch, opt
+from llmdiag.logs.columns import NONE
+from llmdiag.logs.window import MedianSketch, opt
 
 
 class _FirstLast:

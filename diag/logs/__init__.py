@@ -4,9 +4,9 @@ Data flows one way: readers (bytes → candidate lines, with the keyword prefilt
 prefixes (rank, host, time) → formats (progress records; bulk: learned line templates for
 whole chunks) and signatures (failure events) → table (the streamed step table) and series
 (per-rank metrics) and detectors (streaming anomaly rules) → diagnosis (findings, root causes).
-``analyze_paths`` wires them.
+``engine.analyze`` wires them.
 """
 
-from probes.logs.analyzer import analyze_paths
+from llmdiag.logs.engine import analyze, analyze_paths
 
-__all__ = ["analyze_paths"]
+__all__ = ["analyze", "analyze_paths"]
