@@ -13,7 +13,15 @@ and prints the best wall time of each, MB/s, their ratio, and peak RSS; then the
 a larger log (default 2 GB) for peak RSS. The machine's load average is printed too: on a
 shared machine, compare the ratio, which both sides feel alike, rather than raw MB/s.
 
+``--engines`` adds, alternating with the runs above, the same CLI on the same log from a
+"default install": a fresh venv with this checkout's wheel and only its default dependencies
+(no ``fast-logs`` extra, so no Hyperscan; built by bench/install_size.py, in the temp dir and
+deleted, or reused/kept at ``--default-venv PATH``). It prints the prefilter engine each
+install uses (asked in each venv), MB/s of each, and their ratio default/equipped (goal: at
+most 1.5x the time, i.e. a speed ratio >= 0.67).
+
     python bench/log_throughput.py [--mb 500] [--memory-mb 2048] [--repeat 3] [--keep]
+                                   [--engines [--default-venv PATH]]
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
 NOISE = [
@@ -43,9 +52,9 @@ NOISE = [
 ]
 WARN = "node-{n}:{pid}:{tid} [{d}] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.{e}<{pid}> failed"
 END = [
-    "[rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
-    "WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600001 milliseconds "
-    "before timing out.",
+    ("[rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600001 milliseconds "
+     "before timing out."),
     "[rank1]: Traceback (most recent call last):",
     '[rank1]:   File "train.py", line 88, in <module>',
     "[rank1]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
@@ -103,9 +112,9 @@ def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
     return written
 
 
-def llmdiag_argv() -> list[str]:
-    exe = Path(sys.executable).with_name("llmdiag")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "diag"]
+def llmdiag_argv(python: str | Path = sys.executable) -> list[str]:
+    exe = Path(python).with_name("llmdiag")
+    return [str(exe)] if exe.exists() else [str(python), "-m", "llmdiag"]
 
 
 def _children_cpu() -> float:
@@ -113,14 +122,18 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_analyzer(path: Path, out: Path) -> tuple[float, float, int, dict]:
-    """Wall time, CPU time (its whole process tree) and peak RSS (bytes, summed over the tree)."""
+def run_analyzer(path: Path, out: Path, argv: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> tuple[float, float, int, dict]:
+    """Wall time, CPU time (its whole process tree) and peak RSS (bytes, summed over the tree).
+
+    ``argv`` is the command that runs llmdiag (default: this interpreter's), ``env`` its
+    environment (default: this one's)."""
     import psutil
 
     cpu0 = _children_cpu()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(llmdiag_argv() + ["analyze-log", str(path), "-f", "json", "-o", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen((argv or llmdiag_argv()) + ["analyze-log", str(path), "-f", "json", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env)
     peak = 0
     ps = psutil.Process(proc.pid)
     while proc.poll() is None:
@@ -143,22 +156,55 @@ def run_analyzer(path: Path, out: Path) -> tuple[float, float, int, dict]:
 
 
 def run_grep(path: Path) -> tuple[float, float, str]:
-    from probes.logs.analyzer import grep_pattern
+    from llmdiag.logs.analyzer import grep_pattern
 
     cpu0 = _children_cpu()
     t0 = time.perf_counter()
-    r = subprocess.run(["grep", "-cE", grep_pattern(), str(path)], capture_output=True, text=True,
+    r = subprocess.run(["grep", "-cE", grep_pattern(), str(path)], check=False, capture_output=True, text=True,
                        env={**os.environ, "LC_ALL": "C"})
     return time.perf_counter() - t0, _children_cpu() - cpu0, r.stdout.strip()
 
 
 def engine() -> str:
-    from probes.logs import bulk
-    from probes.logs.analyzer import prefilter_regex
+    from llmdiag.logs import bulk
+    from llmdiag.logs.analyzer import prefilter_regex
 
     rx = prefilter_regex()
     kernel = "C kernel" if bulk._fastscan is not None else "re.split (no C kernel)"
     return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__ + f"; progress lines: {kernel}"
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without what would let a venv's python see another install."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+def engine_of(python: str | Path, env: dict[str, str] | None = None) -> str:
+    """``engine()`` as that interpreter's llmdiag sees it, and where that llmdiag lives."""
+    code = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); import llmdiag, log_throughput as b; "
+            "print(b.engine() + '; ' + llmdiag.__file__.rsplit('/', 1)[0])")
+    r = subprocess.run([str(python), "-I", "-c", code], check=False, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"engine probe failed in {python}: {r.stderr.strip().splitlines()[-1:]}")
+    return r.stdout.strip()
+
+
+def default_install(venv: Path | None, tmp: Path) -> Path:
+    """The python of a venv with only the default dependencies: ``venv`` if it has one already,
+    else built there (kept) or, without ``venv``, in ``tmp`` (deleted with it)."""
+    if venv is not None and (venv / "bin" / "python").exists():
+        return venv / "bin" / "python"
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    from install_size import BenchError, build_default_venv
+
+    t0 = time.perf_counter()
+    try:
+        py = build_default_venv(venv.resolve() if venv is not None else tmp / "default-venv")
+    except BenchError as exc:
+        raise SystemExit(f"building the default install failed: {exc}") from None
+    print(f"default  : venv built in {time.perf_counter() - t0:.0f} s at {py.parent.parent}")
+    return py
 
 
 def main() -> None:
@@ -170,29 +216,52 @@ def main() -> None:
     ap.add_argument("--style", choices=STYLES, default="rank", help="progress-line format of the generated log")
     ap.add_argument("--no-fastscan", action="store_true",
                     help="measure the pure-Python progress-line path (what an install without a C compiler gets)")
+    ap.add_argument("--engines", action="store_true",
+                    help="also run the CLI of a default install (fresh venv, default dependencies only) and "
+                         "compare it with this, the equipped one")
+    ap.add_argument("--default-venv", type=Path, metavar="PATH",
+                    help="with --engines: the default-install venv to reuse (bench/install_size.py --keep-venv), "
+                         "or to build there and keep")
     args = ap.parse_args()
+    if args.default_venv and not args.engines:
+        ap.error("--default-venv needs --engines")
     if args.no_fastscan:
-        os.environ["LLMDIAG_NO_FASTSCAN"] = "1"  # read by probes.logs.bulk, here and in the CLI runs
+        os.environ["LLMDIAG_NO_FASTSCAN"] = "1"  # read by llmdiag.logs.bulk, here and in the CLI runs
     tmp = Path(tempfile.mkdtemp(prefix="llmdiag-bench-"))
     try:
+        d_py = default_install(args.default_venv, tmp) if args.engines else None
         log = tmp / "train.log"
         size = generate(log, args.mb, style=args.style)
         os.sync()  # the freshly written log's write-back would otherwise compete with the timed runs
         mb = size / 1e6
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
-        g_best = a_best = g_cpu = a_cpu = float("inf")
-        a_rss = 0
+        if d_py is not None:
+            print(f"engines  : equipped {engine_of(sys.executable)}")
+            print(f"           default  {engine_of(d_py, clean_env())}")
+        g_best = a_best = g_cpu = a_cpu = d_best = d_cpu = float("inf")
+        a_rss = d_rss = 0
+        d_out: dict = {}
         for _ in range(args.repeat):
             g_wall, g_c, g_count = run_grep(log)
             a_wall, a_c, rss, a_out = run_analyzer(log, tmp / "out.json")
             g_best, a_best, a_rss = min(g_best, g_wall), min(a_best, a_wall), max(a_rss, rss)
             g_cpu, a_cpu = min(g_cpu, g_c), min(a_cpu, a_c)
+            if d_py is not None:
+                d_wall, d_c, rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
+                d_best, d_cpu, d_rss = min(d_best, d_wall), min(d_cpu, d_c), max(d_rss, rss)
         print(f"log      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {args.style} progress lines, {log}")
         print(f"grep -cE : {g_best:6.2f} s  {mb / g_best:7.1f} MB/s  CPU {g_cpu:.2f} s  ({g_count} matching lines)")
         print(f"analyze  : {a_best:6.2f} s  {mb / a_best:7.1f} MB/s  CPU {a_cpu:.2f} s  peak RSS {a_rss / 2**20:.0f} MiB"
               f"  {a_out}")
         print(f"ratio    : analyze/grep speed {g_best / a_best:.2f} (goal >= 0.5); CPU time grep/analyze "
               f"{g_cpu / a_cpu:.2f}")
+        if d_py is not None:
+            print(f"default  : {d_best:6.2f} s  {mb / d_best:7.1f} MB/s  CPU {d_cpu:.2f} s  peak RSS "
+                  f"{d_rss / 2**20:.0f} MiB  {'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
+            ratio = a_best / d_best
+            print(f"engines  : default/equipped speed {ratio:.2f} (goal >= 0.67, i.e. <= 1.5x the time: "
+                  f"{'ok' if ratio >= 1 / 1.5 else 'MISSED'}); time {d_best / a_best:.2f}x; "
+                  f"default/grep speed {g_best / d_best:.2f}")
         if args.memory_mb:
             log.unlink()
             big = tmp / "big.log"
