@@ -32,9 +32,23 @@ def interpreter(version: str) -> str | None:
     return str(found[-1]) if found else shutil.which(f"python{version}")
 
 
+def source_tree(dest: Path) -> Path:
+    """The files a clean clone has (tracked, plus untracked but not ignored): a build in the
+    checkout would pack whatever an earlier build left in build/lib."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=True, timeout=60).stdout
+    for rel in filter(None, listed.decode().split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
 def build_wheel(python: str, out: Path) -> Path:
     # build isolation: the wheel is built as pip builds it for a user (setuptools from the index)
-    build = subprocess.run([python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+    src = source_tree(out.parent / "src")
+    build = subprocess.run([python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = out.glob("llmdiag-*.whl")
