@@ -111,6 +111,21 @@ def test_no_import_of_the_repository_folders_as_packages():
     assert not bad, bad
 
 
+def test_no_subprocess_runs_the_repository_folders_as_modules():
+    """``python -m diag`` works only from the checkout: every ``-m`` names an llmdiag module."""
+    bad = []
+    for root in ("diag", "probes", "reports", "tests", "bench"):
+        for path in (REPO / root).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, (ast.List, ast.Tuple)):
+                    continue
+                items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+                for flag, arg in zip(items, items[1:]):
+                    if flag == "-m" and isinstance(arg, str) and arg.split(".")[0] in ("diag", "probes", "reports"):
+                        bad.append(f"{path.relative_to(REPO)}:{node.lineno}: -m {arg}")
+    assert not bad, bad
+
+
 def test_every_import_resolves_to_a_module():
     missing = {m: sorted(d for d in deps if d not in MODULES) for m, deps in GRAPH.items()}
     assert not {m: d for m, d in missing.items() if d}, missing
