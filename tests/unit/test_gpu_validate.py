@@ -22,7 +22,7 @@ import gpu_memtruth as MT  # noqa: E402
 import gpu_validate as GV  # noqa: E402
 
 SCRIPT = str(REPO / "bench" / "gpu_validate.py")
-GPU_ONLY = {"nvml-vs-nvidia-smi", "xid-events", "nccl-bench", "nccl+smoke probes (NCCL group)", "trainer-fsdp"}
+GPU_ONLY = {"nvml-vs-nvidia-smi", "xid-events", "nccl-bench", "trainer-fsdp"}
 
 
 def _no_gpu() -> bool:
@@ -58,6 +58,9 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     assert 0 < ddp["resumed_at"] < ddp["resume_target"]
     fault = checks["trainer-fault"]["numbers"]
     assert fault["root_causes"][0] == "cuda_oom" and fault["first_failing_rank"] == 0
+    probes = checks["nccl+smoke probes (NCCL group)"]["numbers"]  # the same worker, in a gloo group here
+    assert probes["backend"] == "gloo" and probes["results"]["smoke-train/loss"] == "pass"
+    assert any(k.startswith("nccl/") for k in probes["results"])
     mem = checks["memory-truth"]["numbers"]
     assert mem["tiny_worker"]["finite"] and mem["estimate_first_grid_point"]["params"] == MT.param_count(MT.grid()[0])
     assert doc["counts"] == {"pass": 2, "fail": 0, "skip": 9}
