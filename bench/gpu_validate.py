@@ -98,6 +98,9 @@ class Run:
     gpus: int
     no_gpu_reason: str
     facts: dict[str, Any]
+    #: the NVML adapter factory and the nvidia-smi binary (None: the real ones; tests replay records)
+    nvml_factory: Callable[[], Any] | None = None
+    nvidia_smi: str | None = None
 
     @property
     def gpu(self) -> bool:
@@ -192,12 +195,12 @@ def check_nvsmi_live(run: Run, budget: Budget) -> Check:
     name = "nvml-vs-nvidia-smi"
     if not run.gpu:
         return Check(name, "skip", f"no GPU: {run.no_gpu_reason}")
-    smi_bin = shutil.which("nvidia-smi")
+    smi_bin = run.nvidia_smi or shutil.which("nvidia-smi")
     if smi_bin is None:
         return Check(name, "fail", "NVML sees GPUs but nvidia-smi is not on PATH")
     from llmdiag import nvml
 
-    api = nvml.load()
+    api = (run.nvml_factory or nvml.load)()
     try:
         before = [api.snapshot(i) for i in range(api.device_count())]
         p = sh([smi_bin, "-q", "-x"], budget, cap=30)
@@ -364,8 +367,11 @@ def check_monitor_and_ddp(run: Run, budget: Budget) -> Check:
                 problems.append(f"{fam} missing from the Prometheus file")
         util = [s for s in families.get("llmdiag_gpu_utilization_percent", [])]
         numbers["gpu_util_last"] = max((v for _, v in util), default=None)
-        series = (doc.get("series") or {})
-        numbers["series_keys"] = sorted(series)[:10]
+        # the timeline must show the training on the GPU: live NVML, not a replay
+        util_max, mem_max = _timeline_max(run.work / "timeline.csv")
+        numbers.update(timeline_gpu_util_max=util_max, timeline_gpu_mem_used_max=mem_max)
+        if not util_max:
+            problems.append(f"the timeline shows no GPU utilisation while training ran (max {util_max})")
     elif "llmdiag_host_cpu_percent" not in families:
         problems.append("llmdiag_host_cpu_percent missing from the Prometheus file")
     text = log.read_text(errors="replace") if log.exists() else ""
@@ -398,6 +404,28 @@ def check_monitor_and_ddp(run: Run, budget: Budget) -> Check:
         return Check(name, "skip", f"no GPU: the GPU part is not proven; CPU part passed ({what}, gloo, host-only "
                      "monitor, Prometheus parsed)", numbers=numbers)
     return Check(name, "pass", what, numbers=numbers)
+
+
+def _timeline_max(path: Path) -> tuple[float | None, float | None]:
+    """Largest GPU utilisation and used memory over the GPU rows of a monitor timeline CSV."""
+    import csv
+
+    util: list[float] = []
+    mem: list[float] = []
+    try:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row.get("device") == "host":
+                    continue
+                for key, into in (("utilization_gpu_pct", util), ("memory_used_bytes", mem)):
+                    try:
+                        into.append(float(row.get(key) or "nan"))
+                    except ValueError:
+                        continue
+    except OSError:
+        return None, None
+    util, mem = [x for x in util if x == x], [x for x in mem if x == x]
+    return max(util, default=None), max(mem, default=None)
 
 
 def _max_step(log: Path) -> int:

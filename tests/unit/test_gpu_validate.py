@@ -150,3 +150,61 @@ def test_memory_worker_rejects_a_bad_config():
     p = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_memtruth.py"), "worker", "{}"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "bad worker config" in p.stderr
+
+
+def test_live_comparison_plumbing_with_a_recorded_adapter_and_nvidia_smi(tmp_path):
+    """check_nvsmi_live end to end with the recorded H200 in place of the driver: the same code
+    the GPU run executes (both reads, nvidia-smi -q -x and nvlink -s, matching, the saved files)."""
+    from llmdiag.nvml import RecordedNvml
+
+    fix = REPO / "tests" / "fixtures" / "nvidia-smi"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\nif [ "$1" = "-q" ]; then cat {fix / "h200-q.xml"}; exit 0; fi\n'
+                   'if [ "$1" = nvlink ]; then exit 0; fi\nexit 9\n')
+    smi.chmod(0o755)
+    run = GV.Run(tmp_path, tmp_path, True, 1, "", {}, lambda: RecordedNvml.from_file(fix / "h200-nvml.json"), str(smi))
+    c = GV.check_nvsmi_live(run, GV.Budget(30))
+    assert c.status == "pass", c
+    assert c.numbers["mismatch"] == 0 and c.numbers["driver_equal"] == 1 and c.numbers["equal"] >= 20
+    assert (tmp_path / "nvidia-smi-q.xml").read_text() == (fix / "h200-q.xml").read_text()
+    assert json.loads((tmp_path / "nvml-record.json").read_text())["devices"][0]["uuid"].startswith("GPU-5f3c")
+    # another GPU's XML in place of this one: no GPU matches, which fails
+    smi.write_text('#!/bin/sh\nsed "s/GPU-5f3c/GPU-0000/; s/00000000:18:00.0/00000000:99:00.0/" '
+                   f'{fix / "h200-q.xml"}\n')
+    c = GV.check_nvsmi_live(run, GV.Budget(30))
+    assert c.status == "fail" and "no GPU with this UUID" in json.dumps(c.details)
+
+
+def test_memory_grid_plumbing_with_tiny_plans(tmp_path, monkeypatch):
+    """check_memory's GPU branch (workers, estimates in parallel, signed errors) on two tiny
+    single-GPU plans; on CPU the worker measures no peaks, so the errors stay empty."""
+    tiny = [MT.config("tiny", 32, 1, "none", "single"), MT.config("tiny", 64, 2, "full", "single")]
+    monkeypatch.setattr(MT, "grid", lambda quick=False: tiny)
+    run = GV.Run(tmp_path, tmp_path, True, 1, "", {"gpu_memory_bytes": 80 * 2**30})
+    c = GV.check_memory(run, GV.Budget(200))
+    assert c.numbers["points"] == 2 and c.numbers["measured"] == 2 and c.numbers["failed"] == 0, c
+    for row in c.details:
+        assert row["measured"]["finite"] and row["estimate"]["params"] == MT.param_count(row)
+        assert row["estimate"]["total"] > row["estimate"]["without_overheads"] > 0
+        assert row["error_total_vs_process_pct"] is None  # no CUDA: no peak to compare with
+
+
+def test_timeline_max_reads_the_monitors_own_csv(tmp_path):
+    from llmdiag import nvml
+    from llmdiag.monitor import sinks as S
+    from llmdiag.monitor.config import Rules
+    from llmdiag.monitor.gpus import GpuSampler
+    from llmdiag.monitor.host import HostSampler
+    from llmdiag.monitor.loop import Monitor, Sinks
+
+    fixture = REPO / "tests" / "fixtures" / "nvml" / "timeline-h100-faults.json"
+    mon = Monitor(node="t", interval_s=0.05, rules=Rules(),
+                  gpus=GpuSampler(lambda: nvml.replay(fixture), Rules().throttle_reasons), host=HostSampler(),
+                  sinks=Sinks(timeline=S.Timeline(str(tmp_path / "t.csv"))))
+    mon.run(count=3)
+    ref = GpuSampler(lambda: nvml.replay(fixture))
+    samples = [g for _ in range(3) for g in ref.sample() if "error" not in g]
+    util, mem = GV._timeline_max(tmp_path / "t.csv")
+    assert util == max(g["utilization_gpu_pct"] for g in samples if g["utilization_gpu_pct"] is not None)
+    assert mem == max(g["memory_used_bytes"] for g in samples if g["memory_used_bytes"] is not None)
+    assert GV._timeline_max(tmp_path / "missing.csv") == (None, None)
