@@ -491,7 +491,7 @@ def check_nccl_bench(run: Run, budget: Budget) -> Check:
 
 def check_probes_in_group(run: Run, budget: Budget) -> Check:
     """The nccl and smoke-train probes inside a one-rank NCCL process group on the GPU."""
-    name = "nccl+smoke probes (NCCL group)"
+    name = "probes-in-nccl-group"
     out = run.work / "probes.json"
     p = sh([sys.executable, str(Path(__file__).resolve()), "probes-worker", str(out)], budget)
     doc = _json_file(out)
@@ -660,22 +660,22 @@ def _last_json(text: str) -> dict[str, Any] | None:
 
 #: (check, budget in seconds: full, quick). Cheap first; the memory grid before the trainer runs, so
 #: that a hang there cannot cost the table; every budget is also cut to what the run has left.
-CHECKS: list[tuple[Callable[[Run, Budget], Check], float, float]] = [
-    (check_environment, 5, 5),
-    (check_nvsmi_recorded, 10, 10),
-    (check_nvsmi_live, 30, 30),
-    (check_xid, 15, 15),
-    (check_gpu_probe, 40, 40),
-    (check_memory, 230, 100),  # alone on the GPU: the process's device memory is read through NVML
-    (check_nccl_bench, 50, 40),
-    (check_probes_in_group, 60, 60),
-    (check_fsdp, 50, 40),
-    (check_fault, 45, 60),
-    (check_monitor_and_ddp, 110, 80),
+CHECKS: list[tuple[str, Callable[[Run, Budget], Check], float, float]] = [
+    ("environment", check_environment, 5, 5),
+    ("nvml-vs-nvidia-smi-recorded", check_nvsmi_recorded, 10, 10),
+    ("nvml-vs-nvidia-smi", check_nvsmi_live, 30, 30),
+    ("xid-events", check_xid, 15, 15),
+    ("gpu-probe", check_gpu_probe, 40, 40),
+    ("memory-truth", check_memory, 230, 100),  # alone on the GPU: the process's memory is read through NVML
+    ("nccl-bench", check_nccl_bench, 50, 40),
+    ("probes-in-nccl-group", check_probes_in_group, 60, 60),
+    ("trainer-fsdp", check_fsdp, 50, 40),
+    ("trainer-fault", check_fault, 45, 60),
+    ("monitor+ddp+resume", check_monitor_and_ddp, 110, 80),
 ]
 
 
-def run_check(fn: Callable[[Run, Budget], Check], run: Run, seconds: float) -> Check:
+def run_check(name: str, fn: Callable[[Run, Budget], Check], run: Run, seconds: float) -> Check:
     """``fn`` in a thread under its budget: an overrun or an exception is a failed check."""
     budget = Budget(seconds)
     box: dict[str, Any] = {}
@@ -688,18 +688,17 @@ def run_check(fn: Callable[[Run, Budget], Check], run: Run, seconds: float) -> C
             box["trace"] = traceback.format_exc(limit=6)
 
     t0 = time.monotonic()
-    th = threading.Thread(target=target, name=f"check-{fn.__name__}", daemon=True)
+    th = threading.Thread(target=target, name=f"check-{name}", daemon=True)
     th.start()
     th.join(seconds + 5)  # subprocesses are bounded by the budget; 5 s for the check to notice
     took = round(time.monotonic() - t0, 2)
-    label = fn.__name__.removeprefix("check_").replace("_", "-")
     if th.is_alive():
-        return Check(label, "fail", f"overran its budget of {seconds:g} s (abandoned)", took, seconds)
+        return Check(name, "fail", f"overran its budget of {seconds:g} s (abandoned)", took, seconds)
     if "error" in box:
-        return Check(label, "fail", f"the check itself crashed: {box['error']}", took, seconds,
+        return Check(name, "fail", f"the check itself crashed: {box['error']}", took, seconds,
                      details=box.get("trace"))
     c = box["check"]
-    c.seconds, c.budget_s = took, seconds
+    c.name, c.seconds, c.budget_s = name, took, seconds
     return c
 
 
@@ -794,7 +793,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outdir", help="directory for gpu-validation.json and gpu-validation.md (created)")
     ap.add_argument("--quick", action="store_true", help="fewer steps and grid points (CI and short leases)")
     ap.add_argument("--budget", type=float, default=None, help="seconds for the whole run (default 450, quick 240)")
-    ap.add_argument("--only", action="append", default=[], help="run only checks whose name contains this")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="run only the checks whose name contains TEXT (repeatable): " + ", ".join(c[0] for c in CHECKS))
     args = ap.parse_args(argv)
     outdir = Path(args.outdir)
     if outdir.exists() and not outdir.is_dir():
@@ -811,8 +811,7 @@ def main(argv: list[str] | None = None) -> int:
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="llmdiag-gpu-validate-") as tmp:
         run = Run(outdir, Path(tmp), args.quick, gpus, why, facts)
-        for fn, full, quick in CHECKS:
-            label = fn.__name__.removeprefix("check_").replace("_", "-")
+        for label, fn, full, quick in CHECKS:
             if args.only and not any(o in label for o in args.only):
                 continue
             left = total - (time.monotonic() - t0) - 5  # 5 s to write the reports
@@ -820,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
             if left < min(want, 10):
                 checks.append(Check(label, "fail", f"not started: {left:.0f} s of the {total:g} s run left"))
                 continue
-            c = run_check(fn, run, min(want, left))
+            c = run_check(label, fn, run, min(want, left))
             print(f"[{time.monotonic() - t0:6.1f} s] {c.name}: {c.status} - {c.summary}", flush=True)
             checks.append(c)
     counts = {s: sum(1 for c in checks if c.status == s) for s in STATUSES}

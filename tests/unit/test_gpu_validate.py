@@ -41,7 +41,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     assert doc["schema"] == GV.SCHEMA and doc["gpus"] == 0 and doc["no_gpu_reason"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert set(checks) == {"environment", "nvml-vs-nvidia-smi-recorded", "nvml-vs-nvidia-smi", "gpu-probe",
-                           "xid-events", "monitor+ddp+resume", "nccl-bench", "nccl+smoke probes (NCCL group)",
+                           "xid-events", "monitor+ddp+resume", "nccl-bench", "probes-in-nccl-group",
                            "trainer-fsdp", "trainer-fault", "memory-truth"}
     for c in doc["checks"]:
         assert c["status"] in ("pass", "skip"), c
@@ -58,7 +58,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     assert 0 < ddp["resumed_at"] < ddp["resume_target"]
     fault = checks["trainer-fault"]["numbers"]
     assert fault["root_causes"][0] == "cuda_oom" and fault["first_failing_rank"] == 0
-    probes = checks["nccl+smoke probes (NCCL group)"]["numbers"]  # the same worker, in a gloo group here
+    probes = checks["probes-in-nccl-group"]["numbers"]  # the same worker, in a gloo group here
     assert probes["backend"] == "gloo" and probes["results"]["smoke-train/loss"] == "pass"
     assert any(k.startswith("nccl/") for k in probes["results"])
     mem = checks["memory-truth"]["numbers"]
@@ -93,9 +93,10 @@ def test_a_hanging_check_fails_at_its_budget_and_a_crash_is_reported():
         raise KeyError("boom")
 
     t0 = time.monotonic()
-    c = GV.run_check(hangs, _run(), 0.2)
-    assert c.status == "fail" and "overran its budget" in c.summary and time.monotonic() - t0 < 10
-    c = GV.run_check(crashes, _run(), 5)
+    c = GV.run_check("hangs", hangs, _run(), 0.2)
+    assert c.name == "hangs" and c.status == "fail" and "overran its budget" in c.summary
+    assert time.monotonic() - t0 < 10
+    c = GV.run_check("crashes", crashes, _run(), 5)
     assert c.status == "fail" and "KeyError" in c.summary
 
 
@@ -208,3 +209,11 @@ def test_timeline_max_reads_the_monitors_own_csv(tmp_path):
     assert util == max(g["utilization_gpu_pct"] for g in samples if g["utilization_gpu_pct"] is not None)
     assert mem == max(g["memory_used_bytes"] for g in samples if g["memory_used_bytes"] is not None)
     assert GV._timeline_max(tmp_path / "missing.csv") == (None, None)
+
+
+def test_only_runs_the_named_checks(tmp_path):
+    p = subprocess.run([sys.executable, SCRIPT, str(tmp_path), "--only", "recorded", "--only", "environment"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "gpu-validation.json").read_text())
+    assert [c["name"] for c in doc["checks"]] == ["environment", "nvml-vs-nvidia-smi-recorded"]
