@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -287,7 +286,6 @@ def main(argv: list[str]) -> int:
     except (ValueError, KeyError, TypeError) as exc:
         print(f"error: bad worker config: {exc}", file=sys.stderr)
         return 2
-    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "")
     print(json.dumps(worker(c)), flush=True)
     return 0
 
