@@ -355,8 +355,13 @@ def compare(before: Any, smi: Mapping[str, Any], after: Any | None = None,
     out.append(_throttle([s.throttle_reasons for s in both], smi["throttle_reasons"]))
     for f in ("pcie_gen", "pcie_width"):
         reads = [getattr(s, f) for s in both]
+        top = max((x for x in (before.pcie_gen_max, smi["pcie_gen_max"]) if x is not None), default=None)
         if smi[f] is not None and smi[f] not in reads and any(r is not None for r in reads):
-            out.append(FieldCheck(f, "mismatch", reads[0], smi[f], "the current link differs from every NVML read"))
+            if f == "pcie_gen" and top is not None and 1 <= smi[f] <= top and all(r is None or r <= top for r in reads):
+                out.append(FieldCheck(f, "explained", reads[0], smi[f], "the link's generation drops at idle and "
+                                      "rises under load (power management): it moved between the reads"))
+            else:
+                out.append(FieldCheck(f, "mismatch", reads[0], smi[f], "the current link differs from every NVML read"))
         else:
             out.append(_exact(f, next((r for r in reads if r == smi[f]), reads[0]), smi[f]))
     gen_max = before.pcie_gen_max

@@ -76,7 +76,7 @@ MISMATCHES = [
     ("sm_clock_mhz", "<sm_clock>1980 MHz</sm_clock>\n\t\t\t<mem_clock>3201 MHz</mem_clock>\n\t\t\t<video_clock>1545",
      "<sm_clock>1410 MHz</sm_clock>\n\t\t\t<mem_clock>3201 MHz</mem_clock>\n\t\t\t<video_clock>1545"),
     ("throttle_reasons", "<clocks_event_reason_hw_slowdown>Not Active", "<clocks_event_reason_hw_slowdown>Active"),
-    ("pcie_gen", "<current_link_gen>5</current_link_gen>", "<current_link_gen>3</current_link_gen>"),
+    ("pcie_gen", "<current_link_gen>5</current_link_gen>", "<current_link_gen>6</current_link_gen>"),
     ("pcie_width", "<current_link_width>16x</current_link_width>", "<current_link_width>8x</current_link_width>"),
     ("persistence_mode", "<persistence_mode>Enabled</persistence_mode>", "<persistence_mode>Disabled</persistence_mode>"),
     ("compute_mode", "<compute_mode>Default</compute_mode>", "<compute_mode>Exclusive_Process</compute_mode>"),
@@ -111,6 +111,12 @@ def test_moving_readings_are_bracketed_by_the_two_nvml_reads(snap):
     # a process that ended between the reads: explained when NVML saw it in one of them
     gone = dataclasses.replace(snap, processes=({"pid": 41207}, {"pid": 50000}))
     assert by_field(G.compare(gone, G.parse_smi_xml(XML)["gpus"][0]))["processes"].verdict == "explained"
+
+
+def test_a_pcie_link_that_slowed_at_idle_is_explained(snap):
+    idle = _edit("<current_link_gen>5</current_link_gen>", "<current_link_gen>1</current_link_gen>")
+    check = by_field(G.compare(snap, idle))["pcie_gen"]
+    assert check.verdict == "explained" and "idle" in check.reason
 
 
 def test_older_dtd_spellings_parse():
