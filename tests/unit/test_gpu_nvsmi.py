@@ -4,6 +4,8 @@ The fixtures are one H200 read at the same moment by both: ``h200-q.xml`` in nvi
 ``nvsmi_device_v12`` format and ``h200-nvml.json``, a RecordedNvml document written from the
 adapter's own GpuSnapshot type. Every field must agree (or differ for a named reason); each
 deliberate mismatch below must be caught as a ``mismatch`` of exactly that field.
+``h100-faulty-q.xml`` and ``h100-faulty-nvlink-s.txt`` are the faulty 8x H100 node of
+``tests/fixtures/nvml/h100-faulty.json`` as a driver-525 nvidia-smi prints it (older spellings).
 """
 
 import dataclasses
@@ -159,3 +161,29 @@ def test_gpus_are_matched_by_uuid_then_bus_id(snap):
     other = dataclasses.replace(snap, uuid="GPU-other", pci_bus_id="0000:18:00.0")
     pairs = G.match_gpus([snap, other, dataclasses.replace(snap, uuid="x", pci_bus_id="00000000:99:00.0")], smi)
     assert [p[1] is not None for p in pairs] == [True, True, False]
+
+
+def test_faulty_8x_h100_in_the_older_format_agrees_and_shows_every_fault():
+    """8 H100s in the driver-525 spelling (clocks_throttle_reasons, power_readings, single/double-bit
+    ECC totals) against the adapter's recorded faulty node: every fault is read the same by both."""
+    api = RecordedNvml.from_file(REPO / "tests" / "fixtures" / "nvml" / "h100-faulty.json")
+    snaps = [api.snapshot(i) for i in range(api.device_count())]
+    smi = G.parse_smi_xml((FIX / "h100-faulty-q.xml").read_text())
+    links = G.parse_nvlink_status((FIX / "h100-faulty-nvlink-s.txt").read_text())
+    assert smi["driver_version"] == "525.147.05" and len(smi["gpus"]) == 8 and len(links) == 8
+    smi["gpus"].reverse()  # paired by UUID, not by position
+    for snap, gpu in G.match_gpus(snaps, smi["gpus"]):
+        checks = G.compare(snap, gpu, nvlink=links[snap.index])
+        assert [c.field for c in checks if c.verdict == "mismatch"] == [], snap.index
+    by_uuid = {g["uuid"]: g for g in smi["gpus"]}
+    faults = {1: ("power_limit_w", 400.0), 2: ("pcie_width", 8), 3: ("compute_mode", "exclusive_process"),
+              4: ("persistence_mode", False), 5: ("ecc_uncorrectable_volatile", 2), 6: ("sm_clock_mhz", 1095)}
+    for i, (field, value) in faults.items():
+        assert by_uuid[snaps[i].uuid][field] == value == getattr(snaps[i], field)
+    assert by_uuid[snaps[5].uuid]["remapped_rows_pending"] is True
+    assert by_uuid[snaps[6].uuid]["throttle_reasons"] == ("hw_slowdown", "hw_thermal_slowdown")
+    assert [p["pid"] for p in by_uuid[snaps[3].uuid]["processes"]] == [48213]
+    assert links[7] == {"total": 18, "down": [4, 11]} and links[0]["down"] == []
+    # and the pairing by position would have been wrong on every GPU
+    wrong = G.compare(snaps[0], smi["gpus"][0], nvlink=links[0])
+    assert "uuid" in [c.field for c in wrong if c.verdict == "mismatch"]
