@@ -347,16 +347,24 @@ def check_monitor_and_ddp(run: Run, budget: Budget) -> Check:
         # sample while it trains: from its first logged step on
         _wait(lambda: _max_step(log) >= 1, min(60.0, budget.left() / 3), train)
         mon_json = run.work / "monitor.json"
+        t_start, s_start = time.monotonic(), _max_step(log)
         m = sh([*LLMDIAG, "monitor", "--interval", "1" if run.gpu else "0.5", "--duration", str(duration),
                 "--prometheus-file", str(prom), "--timeline", str(run.work / "timeline.csv"), "-f", "json",
                 "-o", str(mon_json)], budget, cap=duration + 30)
+        # the job's step rate with the monitor sampling, then for a few seconds without it
+        t_mid, s_mid = time.monotonic(), _max_step(log)
+        time.sleep(min(5.0, budget.left() / 4))
+        t_end, s_end = time.monotonic(), _max_step(log)
+        rates = ((s_mid - s_start) / max(t_mid - t_start, 1e-9), (s_end - s_mid) / max(t_end - t_mid, 1e-9))
         # a complete checkpoint must exist before the run is killed: step every + 2 is logged after it
         _wait(lambda: _max_step(log) >= every + 2, min(60.0, budget.left() / 3), train)
     finally:
         _kill_group(train)
     doc = _json_file(mon_json) or {}
     numbers: dict[str, Any] = {"monitor_exit": m.returncode, "samples": doc.get("samples"),
-                               "gpu_count": doc.get("gpu_count"), **(doc.get("overhead") or {})}
+                               "gpu_count": doc.get("gpu_count"), **(doc.get("overhead") or {}),
+                               "job_steps_per_s_monitored": round(rates[0], 2),
+                               "job_steps_per_s_unmonitored": round(rates[1], 2)}
     problems = []
     if m.returncode not in (0, 1) or not doc:
         problems.append(f"monitor exit {m.returncode}: {m.tail(2)}")

@@ -55,6 +55,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     # the CPU parts really ran: a monitored DDP run that was killed and resumed from its checkpoint
     ddp = checks["monitor+ddp+resume"]["numbers"]
     assert ddp["samples"] >= 2 and ddp["metric_families"] > 5 and ddp["resume_exit"] == 0
+    assert ddp["job_steps_per_s_monitored"] > 0 and ddp["job_steps_per_s_unmonitored"] > 0
     assert 0 < ddp["resumed_at"] < ddp["resume_target"]
     fault = checks["trainer-fault"]["numbers"]
     assert fault["root_causes"][0] == "cuda_oom" and fault["first_failing_rank"] == 0
