@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -38,6 +39,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     p = subprocess.run([sys.executable, SCRIPT, str(out), "--quick"], capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads((out / "gpu-validation.json").read_text())
+    jsonschema.validate(doc, json.loads((REPO / "docs" / "gpu-validation-schema.json").read_text()))
     assert doc["schema"] == GV.SCHEMA and doc["gpus"] == 0 and doc["no_gpu_reason"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert set(checks) == {"environment", "nvml-vs-nvidia-smi-recorded", "nvml-vs-nvidia-smi", "gpu-probe",
@@ -217,4 +219,9 @@ def test_only_runs_the_named_checks(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "gpu-validation.json").read_text())
+    schema = json.loads((REPO / "docs" / "gpu-validation-schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    broken = dict(doc, checks=[dict(doc["checks"][0], status="ok")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
     assert [c["name"] for c in doc["checks"]] == ["environment", "nvml-vs-nvidia-smi-recorded"]
