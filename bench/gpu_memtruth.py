@@ -13,7 +13,7 @@ master copy, AdamW moments in fp32 = 16 bytes per parameter):
 - ``single``: bf16 parameters; an fp32 master and a fused AdamW per parameter; each bf16
   gradient is upcast, stepped and dropped one parameter at a time;
 - ``fsdp``: FSDP over one NCCL rank, fp32 parameters, ``MixedPrecision(bf16)`` compute, one
-  FSDP unit per block, fused AdamW; estimated as ``--fsdp --dp 1``.
+  FSDP unit per block, AdamW one tensor at a time; estimated as ``--fsdp --dp 1``.
 Recompute ``selective`` checkpoints the attention core, ``full`` the whole block. Not modelled:
 rotary embeddings (they add transient copies of Q and K), dropout (Llama has none).
 On a machine without CUDA the worker runs the same code on CPU at the size it is given
@@ -211,7 +211,8 @@ def worker(c: dict[str, Any], steps: int = 3) -> dict[str, Any]:
         model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), use_orig_params=True,
                      mixed_precision=MixedPrecision(param_dtype=bf16, reduce_dtype=bf16, buffer_dtype=bf16),
                      device_id=dev if cuda else None)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
+        # one tensor at a time (no foreach temporaries, no fused kernel over FSDP's flat views)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
         pairs = []
     else:
         params = [p for p in model.parameters()]
