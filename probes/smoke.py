@@ -51,7 +51,13 @@ class SmokeTrainProbe(BaseProbe):
         from llmdiag.trainer.config import build_parser
         from llmdiag.trainer.train import train
 
-        args = build_parser().parse_args([*_TINY, "--steps", str(steps)])
+        import torch.distributed as dist
+
+        # an NCCL group moves CUDA tensors only: the steps run on this rank's GPU there
+        device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        argv = [*_TINY, "--steps", str(steps)]
+        argv[argv.index("--device") + 1] = device
+        args = build_parser().parse_args(argv)
         return train(args, group=group, log=lambda line: None)
 
     @staticmethod

@@ -36,3 +36,25 @@ def test_judge_flags_diverged_params_and_straggler():
     out = {r.check: r for r in SmokeTrainProbe()._judge(ctx, ranks, "test", 1.5)}
     assert out["params"].status == Status.FAIL and out["params"].runbook == "params-diverged"
     assert out["step-time"].status == Status.WARN and "rank 2" in out["step-time"].summary
+
+
+@pytest.mark.distributed
+def test_in_a_gloo_group_it_trains_on_cpu_in_that_group():
+    """The agent's group is gloo: the steps run on the CPU there (an NCCL group gets the GPU,
+    which bench/gpu_validate.py checks on a GPU machine)."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        ctx = Context.create(config=Config.default(), env=cli_env())
+        ctx.services["process_group"] = dist.group.WORLD
+        results = {r.check: r for r in SmokeTrainProbe().run(ctx)}
+    finally:
+        dist.destroy_process_group()
+    assert results["loss"].status == Status.PASS and "cluster process group" in results["loss"].summary
+    assert results["params"].status == Status.PASS
