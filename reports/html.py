@@ -21,6 +21,8 @@ from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, json_block, md_i
 
 #: above this many nodes the matrix lists only nodes and checks with something other than a pass
 MATRIX_ALL_UP_TO = 16
+#: and at most this many rows (failures and missing nodes first): the rest are under Needs attention
+MATRIX_ROWS = 100
 
 
 def _when(t: Any) -> str:
@@ -43,6 +45,13 @@ def _fix(text: str | None) -> str:
     return f'<div class="fix"><b>Fix:</b> {md_inline(text)}</div>' if text else ""
 
 
+def _names(names: list[str], show: int = 8) -> str:
+    names = [n for n in dict.fromkeys(names) if n]
+    if len(names) <= show:
+        return ", ".join(names)
+    return f"{', '.join(names[:show])} and {len(names) - show} more ({len(names)} nodes)"
+
+
 def _checks_section(checks: list[D.Check], where) -> str:
     """Failures and warnings in full (grouped when the same check fails alike on many nodes),
     skips as one compact list with their reasons, passes collapsed."""
@@ -54,13 +63,21 @@ def _checks_section(checks: list[D.Check], where) -> str:
     for key in bad:
         items = groups[key]
         st, label, rb, fix = key
-        nodes = [n for n in dict.fromkeys(where(c) for c in items) if n]
-        on = f" on {e(', '.join(nodes[:8]))}" + (f" and {len(nodes) - 8} more" if len(nodes) > 8 else "") if nodes else ""
-        lines = "".join(f"<li>{('<b>' + e(where(c)) + '</b>: ') if where(c) else ''}{e(c.summary)}"
-                        f"{_evidence_html(c.evidence)}</li>" for c in items[:20])
-        more = f"<li>… {len(items) - 20} more</li>" if len(items) > 20 else ""
-        out.append(f'<div class="finding {st}">{badge(st)} <b>{e(label)}</b>{on}<ul class="compact">{lines}{more}</ul>'
-                   f"{_fix(fix)}{runbook_html(rb)}</div>")
+        nodes = _names([where(c) for c in items])
+        on = f" on {e(nodes)}" if nodes else ""
+        # the same summary and evidence on many nodes is one line naming the nodes
+        same: dict[tuple, list[D.Check]] = {}
+        for c in items:
+            same.setdefault((c.summary, tuple((ev.name, str(ev.observed), str(ev.expected)) for ev in c.evidence)),
+                            []).append(c)
+        lines = []
+        for cs_ in list(same.values())[:20]:
+            who = _names([where(c) for c in cs_])
+            prefix = f"<b>{e(who)}</b>: " if who and len(same) > 1 else ""
+            lines.append(f"<li>{prefix}{e(cs_[0].summary)}{_evidence_html(cs_[0].evidence)}</li>")
+        more = f"<li>… {len(same) - 20} more</li>" if len(same) > 20 else ""
+        out.append(f'<div class="finding {st}">{badge(st)} <b>{e(label)}</b>{on}<ul class="compact">{"".join(lines)}'
+                   f"{more}</ul>{_fix(fix)}{runbook_html(rb)}</div>")
     if not bad:
         out.append("<p>Nothing needs attention.</p>")
     skips = [c for c in checks if D.status_of(c.status) == "skip"]
@@ -73,7 +90,11 @@ def _checks_section(checks: list[D.Check], where) -> str:
                    + table(["check", "reason", "where"], rows) + "</details>")
     passes = [c for c in checks if D.status_of(c.status) == "pass"]
     if passes:
-        rows = [[e(c.label), e(where(c) or ""), e(c.summary)] for c in passes]
+        by_label: dict[str, list[D.Check]] = {}
+        for c in passes:
+            by_label.setdefault(c.label, []).append(c)
+        rows = [[e(label), e(_names([where(c) for c in cs_], 4)), e(cs_[0].summary) + (" …" if len(cs_) > 1 else "")]
+                for label, cs_ in by_label.items()]
         out.append(f"<details><summary>{len(passes)} passed</summary>" + table(["check", "where", "result"], rows)
                    + "</details>")
     return "".join(out)
@@ -99,9 +120,13 @@ def _matrix(doc: D.ClusterDoc) -> str:
     if len(nodes) > MATRIX_ALL_UP_TO:
         shown_nodes = [n for n in nodes if n in missing or any(status.get((n, lb)) in ("fail", "warn") for lb in labels)]
         shown_labels = [lb for lb in labels if any(status.get((n, lb)) in ("fail", "warn") for n in nodes)]
-        note = (f"<p class='muted'>{len(nodes)} nodes: showing the {len(shown_nodes)} with a failure, warning or no "
-                f"report and the {len(shown_labels)} checks that did not pass everywhere; every other cell passed "
-                "or was skipped.</p>")
+        rank = {"fail": 0, "warn": 1}
+        shown_nodes.sort(key=lambda n: 0 if n in missing else rank.get(D.worst(status.get((n, lb), "skip")
+                                                                                 for lb in labels), 2))
+        note = (f"<p class='muted'>{len(nodes)} nodes: showing the {min(len(shown_nodes), MATRIX_ROWS)} worst of the "
+                f"{len(shown_nodes)} with a failure, warning or no report, and the {len(shown_labels)} checks that did "
+                "not pass everywhere; every other cell passed or was skipped.</p>")
+        shown_nodes = shown_nodes[:MATRIX_ROWS]
     if not shown_nodes:
         return note + "<p>Every node passed every check.</p>"
     probes = list(dict.fromkeys(lb.split("/")[0] for lb in shown_labels))
@@ -154,7 +179,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     nodes = d.node_names()
     failing = [n for n in nodes if n in d.missing_nodes or any(r.status == "fail" and r.node == n for r in d.results)]
     c = d.counts or {}
-    headline = f"{len(nodes)} node(s)" + (f", failing: {', '.join(failing[:10])}" if failing else "")
+    headline = f"{len(nodes)} node(s)" + (f", failing: {_names(failing, 6)}" if failing else "")
     lines = [e(", ".join(f"{c.get(s, 0)} {s}" for s in ("fail", "warn", "pass", "skip")))]
     if d.missing_nodes:
         lines.append("missing nodes: " + e(", ".join(d.missing_nodes)))

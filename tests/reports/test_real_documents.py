@@ -296,3 +296,18 @@ def test_html_preflight_single_node_has_no_matrix_and_merge_has_one():
     assert "table" in page.tags and 'id="matrix"' not in render(realdocs.doc("preflight"), "html")
     merged = render(realdocs.doc("merge"), "html")
     assert 'id="matrix"' in merged and "node rank 2" in merged and "never reported" in merged
+
+
+# ---------------------------------------------------------------- terminal and Markdown
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown"])
+@pytest.mark.parametrize("name", ALL)
+def test_terminal_and_markdown_state_the_status(name, fmt):
+    from llmdiag.reports.base import RenderOptions
+
+    doc = realdocs.doc(name)
+    text = render(doc, fmt, RenderOptions(width=100))
+    assert doc["status"].upper() in text
+    if fmt == "terminal":
+        assert max(len(line) for line in text.splitlines()) <= 200
