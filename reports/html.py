@@ -317,6 +317,17 @@ def _series_chart(rows: list[D.StepRow], key: str, label: str, marks: list[plots
                        logy=logy, marks=marks, bad_x=sorted(set(bad)), width=width)
 
 
+def _ranks_differ(rows: list[D.StepRow], key: str) -> bool:
+    """True when two ranks log different values at the same step (each rank's own loss, not
+    the all-reduced one every rank prints)."""
+    at: dict[Any, set[float]] = {}
+    for r in rows:
+        v = D.number(getattr(r, key))
+        if v is not None:
+            at.setdefault(r.x, set()).add(round(v, 6))
+    return any(len(vs) > 1 for vs in at.values())
+
+
 def _spread(rows: list[D.StepRow], key: str) -> float:
     vals = [v for v in (D.number(getattr(r, key)) for r in rows) if v is not None and v > 0]
     return max(vals) / min(vals) if vals else 1.0
@@ -342,20 +353,23 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
             if not any(getattr(r, key_) is not None for r in rows):
                 continue
             logy = _spread(rows, key_) > 10
-            if len(ranks) > 1:  # small multiples: one panel per rank, same scale style
+            if len(ranks) > 1 and _ranks_differ(rows, key_):  # small multiples: one panel per rank
                 panels = [_series_chart([r for r in rows if r.rank == rk], key_, label, marks, logy=logy, by_rank=False,
                                         title=f"{label}, rank {rk}", width=340) for rk in sorted(ranks, key=str)[:16]]
-                charts.append(f"<h3>{e(label)} per rank</h3><div class='charts small'>{''.join(panels)}</div>")
+                charts.append(f"<div class='group'><h3>{e(label)} per rank</h3><div class='charts small'>"
+                              f"{''.join(panels)}</div></div>")
             else:
-                charts.append(_series_chart(rows, key_, label, marks, logy=logy, by_rank=False))
-                other = _series_chart(rows, key_, label, marks, logy=not logy, by_rank=False)
+                one = [r for r in rows if r.rank == min(ranks, key=str)] if len(ranks) > 1 else rows
+                charts.append(_series_chart(one, key_, label, marks, logy=logy, by_rank=False))
+                other = _series_chart(one, key_, label, marks, logy=not logy, by_rank=False)
                 if other:
                     charts.append(f"<details><summary>{e(label)} on a {'linear' if logy else 'log'} scale</summary>"
                                   f"{other}</details>")
         for key_, label in (("tokens_per_s", "tokens/s"), ("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"),
                             ("step_time_ms", "step time (ms)"), ("lr", "learning rate")):
             if any(D.number(getattr(r, key_)) is not None for r in rows):
-                charts.append(_series_chart(rows, key_, label, marks, logy=False, by_rank=len(ranks) > 1))
+                charts.append(_series_chart(rows, key_, label, marks, logy=False,
+                                            by_rank=len(ranks) > 1 and _ranks_differ(rows, key_)))
     if charts:
         body.append("<h2>Training progress</h2><div class='charts'>" + "".join(charts) + "</div>"
                     "<p class='muted'>Faint: raw values; bold: smoothed. Dashed red lines: steps with findings; "

@@ -50,7 +50,7 @@ code{padding:0 3px}pre{padding:8px;overflow:auto;white-space:pre-wrap}
 .bar div{height:100%;overflow:hidden;font-size:11px;color:#fff;white-space:nowrap;padding-left:3px;box-sizing:border-box}
 footer{margin-top:32px;color:#888;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:8px}.chart{background:#fff;border:1px solid var(--line);max-width:100%;height:auto}
-.small .chart{width:340px}.lead{font-size:15px;margin:8px 0}.cap{position:relative}
+.small .chart{width:340px}.group{flex-basis:100%}.group h3{margin:4px 0}.lead{font-size:15px;margin:8px 0}.cap{position:relative}
 .cap .limit{position:absolute;top:-4px;bottom:-4px;border-left:2px dashed var(--fail)}
 ul.compact{margin:4px 0;padding-left:18px}ul.compact li{margin:1px 0}
 .finding .fix p{display:inline;margin:0}.scroll{overflow-x:auto;max-width:100%}

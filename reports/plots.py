@@ -52,8 +52,10 @@ def smooth(ys: Sequence[float | None], window: int = 0) -> list[float | None]:
 
 def _fmt(v: float) -> str:
     a = abs(v)
-    if a and (a >= 1e5 or a < 1e-3):
+    if a and (a >= 1e7 or a < 1e-3):
         return f"{v:.1e}"
+    if a >= 1000:
+        return f"{v:,.0f}"
     return f"{v:.4g}"
 
 

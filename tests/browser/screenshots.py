@@ -16,7 +16,7 @@ from llmdiag.reports.base import render
 from tests.browser import headless
 from tests.reports import realdocs
 
-SHOWN = ("preflight", "merge", "nccl-bench", "analyze-log", "estimate-memory-oom", "monitor")
+SHOWN = ("preflight", "merge", "nccl-bench", "analyze-log", "analyze-log-ranks", "estimate-memory-oom", "monitor")
 
 
 def main(out: Path) -> int:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, list[str]] = {
                    "-n", "5", "-w", "2", "--expect-busbw", "1000"],
     "analyze-log": ["analyze-log", str(FIX / "logs" / "failing" / "megatron_nan.log")],
     "analyze-log-throughput": ["analyze-log", str(FIX / "logs" / "failing" / "throughput.log")],
+    "analyze-log-ranks": ["analyze-log", str(FIX / "logs" / "healthy" / "trainer_kv.log")],
     "estimate-memory": ["estimate-memory", "--model", "llama2-7b", "--tp", "2", "--world-size", "8",
                         "--gpu-memory", "80GiB"],
     "estimate-memory-oom": ["estimate-memory", "--model", "llama2-7b", "--world-size", "8", "--micro-batch", "8",

@@ -311,3 +311,9 @@ def test_terminal_and_markdown_state_the_status(name, fmt):
     assert doc["status"].upper() in text
     if fmt == "terminal":
         assert max(len(line) for line in text.splitlines()) <= 200
+
+
+def test_html_log_of_two_ranks_gets_one_plot_per_rank():
+    text, page = _html(realdocs.doc("analyze-log-ranks"))
+    assert "loss, rank 0" in text and "loss, rank 1" in text and "grad norm, rank 1" in text
+    assert "learning rate" in text and "tokens/s" in text
