@@ -409,7 +409,7 @@ class MonitorDoc(Header):
     stop_reason: str | None = None
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     series: dict[str, dict[str, Series]] = dataclasses.field(
-        default_factory=dict, metadata=_doc("group (gpu_util, gpu_mem, gpu_temp, host) -> label -> series"))
+        default_factory=dict, metadata=_doc("group (gpu_util, gpu_mem, gpu_temp, gpu_power, host) -> label -> series"))
     overhead: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 

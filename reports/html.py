@@ -243,6 +243,17 @@ def _bench_body(d: D.NcclBenchDoc) -> str:
         out.append(f"<details><summary>{e(c.collective)}: nccl-tests table</summary>" + table(
             ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
              "in-place time (us)", "in-place algbw", "in-place busbw", "in-place #wrong"], trs) + "</details>")
+    st = d.straggler or {}
+    per_rank = st.get("rank_busbw") or []
+    if per_rank:
+        hosts = d.world.hosts if d.world else []
+        slow = st.get("rank") if st.get("flagged") else None
+        rows = [[e(r), e(hosts[r] if r < len(hosts) else ""), f'<span class="num">{e(fmt(D.number(bw)))}</span>',
+                 badge("warn") if r == slow else ""] for r, bw in enumerate(per_rank)]
+        out.append(f"<h3>Per rank busbw (GB/s, median {e(fmt(D.number(st.get('median_busbw'))))})</h3>"
+                   + table(["rank", "host", "busbw", ""], rows)
+                   + f"<p class='muted'>A rank below {e(fmt(st.get('threshold_fraction')))} of the median is flagged as "
+                   "a straggler.</p>")
     pw = d.pairwise
     if pw and pw.links:
         rows = [[e(lk.a), e(lk.b), f'<span class="num">{e(fmt(D.number(lk.gbps)))}</span>', e(fmt(lk.phase)),
@@ -450,7 +461,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 # ---------------------------------------------------------------- monitor
 
-_GPU_SERIES = (("gpu_util", "util %"), ("gpu_mem", "memory %"), ("gpu_temp", "°C"))
+_GPU_SERIES = (("gpu_util", "util %"), ("gpu_mem", "memory %"), ("gpu_temp", "°C"), ("gpu_power", "power % of limit"))
 
 
 def _clock(start: float | None, span: float):
@@ -495,7 +506,8 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
                                   height=180, y0=True))
     if panels:
         body.append("<h2>GPUs</h2><div class='charts small'>" + "".join(panels) + "</div>"
-                    "<p class='muted'>Dashed lines: alerts on that GPU (red: critical).</p>")
+                    "<p class='muted'>Utilisation, memory in use and power draw in % (power of the enforced limit), "
+                    "temperature in °C. Dashed lines: alerts on that GPU (red: critical).</p>")
     host = d.series.get("host") or {}
     if host:
         body.append("<h2>Host</h2>" + plots.chart([plots.Line(k, s.t, [D.number(v) for v in s.v]) for k, s in host.items()],

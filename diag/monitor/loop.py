@@ -265,6 +265,9 @@ class Monitor:
             self._add_series("gpu_util", label, t, g.get("utilization_gpu_pct"))
             self._add_series("gpu_mem", label, t, g.get("memory_used_pct"))
             self._add_series("gpu_temp", label, t, g.get("temperature_c"))
+            power, limit = g.get("power_w"), g.get("power_limit_w")
+            if isinstance(power, (int, float)) and isinstance(limit, (int, float)) and limit > 0:
+                self._add_series("gpu_power", label, t, round(100.0 * power / limit, 1))
             for k in GPU_STATS:
                 self._stats.setdefault(label, {}).setdefault(k, _Stats()).add(g.get(k))
 

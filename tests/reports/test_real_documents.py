@@ -317,3 +317,12 @@ def test_html_log_of_two_ranks_gets_one_plot_per_rank():
     text, page = _html(realdocs.doc("analyze-log-ranks"))
     assert "loss, rank 0" in text and "loss, rank 1" in text and "grad norm, rank 1" in text
     assert "learning rate" in text and "tokens/s" in text
+
+
+@pytest.mark.distributed
+def test_html_nccl_bench_per_rank_busbw():
+    doc = realdocs.doc("nccl-bench")
+    text, _ = _html(doc)
+    assert "Per rank busbw" in text
+    for bw in doc["straggler"]["rank_busbw"]:
+        assert f"{bw:.4g}" in text
