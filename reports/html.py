@@ -273,7 +273,9 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if w:
         lines.append(e(f"{fmt(w.nodes)} node(s), backend {fmt(w.backend)} on {fmt(w.device)}, torch "
                        f"{fmt(w.torch_version)}, NCCL {fmt(w.nccl_version)}"))
-    nums = [f"plateau busbw {fmt(D.number(d.plateau_busbw))} GB/s", f"avg busbw {fmt(D.number(d.avg_busbw))} GB/s"]
+    # the top-level plateau is the first collective's: with several, name each one's
+    nums = [f"{c.collective}: plateau {fmt(D.number(c.plateau_busbw))} GB/s, avg {fmt(D.number(c.avg_busbw))} GB/s"
+            for c in d.collectives] or [f"plateau busbw {fmt(D.number(d.plateau_busbw))} GB/s"]
     if d.expected_busbw is not None:
         nums.append(f"expected {fmt(d.expected_busbw)} GB/s")
     lines.append(e(" · ".join(nums)))
