@@ -384,6 +384,7 @@ class Sample:
     elapsed_s: float | None = None
     host: dict[str, Any] = dataclasses.field(default_factory=dict)
     gpus: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    gpu_error: str | None = dataclasses.field(default=None, metadata=_doc("why the GPUs could not be read"))
 
 
 @dataclasses.dataclass
@@ -411,6 +412,8 @@ class MonitorDoc(Header):
     series: dict[str, dict[str, Series]] = dataclasses.field(
         default_factory=dict, metadata=_doc("group (gpu_util, gpu_mem, gpu_temp, gpu_power, host) -> label -> series"))
     overhead: dict[str, Any] = dataclasses.field(default_factory=dict)
+    on_alert: dict[str, int] | None = dataclasses.field(default=None, metadata=_doc("--on-alert: sent, failed, dropped"))
+    timeline: dict[str, Any] | None = dataclasses.field(default=None, metadata=_doc("--timeline: path, rows"))
 
 
 # ---------------------------------------------------------------- the table of kinds
@@ -424,6 +427,11 @@ KINDS: dict[str, type] = {
     "monitor": MonitorDoc,
     "generic": Header,
 }
+
+
+def to_dict(doc: Any) -> dict[str, Any]:
+    """A typed document as the plain dict the renderers and ``emit`` take (JSON-ready)."""
+    return dataclasses.asdict(doc)
 
 
 def read(doc: Mapping[str, Any]) -> Any:
