@@ -73,26 +73,33 @@ class Evidence:
 
 
 @dataclasses.dataclass
-class Check:
-    """A check's outcome: a preflight result, an nccl-bench finding, a memory plan check."""
+class Finding:
+    """A check's outcome as nccl-bench writes it (``findings``)."""
 
     status: StatusName
     summary: str = ""
     check: str = ""
-    probe: str | None = None
     node: str | None = None
     evidence: list[Evidence] = dataclasses.field(default_factory=list)
     remediation: str | None = None
     runbook: str | None = None
-    data: dict[str, Any] = dataclasses.field(default_factory=dict)
-    duration_s: float | None = None
-    scope: Literal["node", "cluster"] | None = None
 
     @property
     def label(self) -> str:
-        if self.probe is None:
+        probe = getattr(self, "probe", None)
+        if probe is None:
             return self.check
-        return self.probe if self.check in ("probe", "") else f"{self.probe}/{self.check}"
+        return probe if self.check in ("probe", "") else f"{probe}/{self.check}"
+
+
+@dataclasses.dataclass
+class Check(Finding):
+    """A preflight check's result on a node (or across nodes: ``scope`` cluster)."""
+
+    probe: str | None = None
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    duration_s: float | None = None
+    scope: Literal["node", "cluster"] | None = None
 
 
 @dataclasses.dataclass
@@ -154,13 +161,17 @@ class Placement:
 class BenchRow:
     collective: str
     size: int = dataclasses.field(metadata=_doc("message size in bytes"))
-    out_of_place: Placement
-    in_place: Placement
+    out_of_place: Placement | None = dataclasses.field(metadata=_doc("None: the collective has no such placement"))
+    in_place: Placement | None
     count: int | None = None
     type: str | None = None
     redop: str | None = None
     root: int | None = None
-    rank_time_us: dict[str, list[Measured]] = dataclasses.field(default_factory=dict)
+    rank_time_us: dict[str, list[Measured] | None] = dataclasses.field(default_factory=dict)
+
+    def placement(self, name: str) -> Placement:
+        """``out_of_place`` or ``in_place``, empty when the collective has none."""
+        return getattr(self, name) or Placement()
 
 
 @dataclasses.dataclass
@@ -191,19 +202,41 @@ class PairLink:
     gbps: Measured | None = None
     ranks: list[int] = dataclasses.field(default_factory=list)
     phase: str | None = None
+    time_us: Measured | None = None
+    best_time_us: Measured | None = None
+    best_gbps: Measured | None = None
     rechecked: bool | None = None
 
 
 @dataclasses.dataclass
 class Pairwise:
+    """``--pairwise``: node pairs measured, and the slow nodes and links found."""
+
     links: list[PairLink] = dataclasses.field(default_factory=list)
     bytes: int | None = None
     iters: int | None = None
     low_fraction: float | None = None
     nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     loopback: bool | None = None
+    reference_gbps: Measured | None = None
     threshold_gbps: Measured | None = None
+    slow_nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    slow_links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Straggler:
+    """The slowest rank at the plateau sizes, flagged below ``threshold_fraction`` of the median."""
+
+    rank: int
+    busbw: Measured
+    median_busbw: Measured
+    fraction: float
+    threshold_fraction: float
+    flagged: bool
+    host: str | None = None
+    rank_busbw: list[Measured] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -213,14 +246,32 @@ class NcclBenchDoc(Header):
     world: BenchWorld
     results: list[BenchRow]
     collectives: list[CollectiveSummary]
-    findings: list[Check] = dataclasses.field(metadata=_doc("the checks: correctness, busbw, straggler, pairwise"))
+    findings: list[Finding] = dataclasses.field(metadata=_doc("the checks: correctness, busbw, straggler, pairwise"))
     spec: dict[str, Any] = dataclasses.field(default_factory=dict)
     avg_busbw: Measured | None = None
     plateau_busbw: Measured | None = None
     out_of_bounds: int | None = None
     expected_busbw: float | None = dataclasses.field(default=None, metadata=_doc("--expect-busbw, GB/s"))
-    straggler: dict[str, Any] | None = None
+    straggler: Straggler | None = None
     pairwise: Pairwise | None = None
+
+    @classmethod
+    def build(cls, doc: Mapping[str, Any]) -> NcclBenchDoc:
+        """The typed document from the dict the benchmark assembles; an unknown key is an error
+        (add it here first), so the JSON cannot drift from its schema."""
+        d = dict(doc)
+        d["world"] = BenchWorld(**d["world"])
+        d["results"] = [BenchRow(**{**r, **{p: Placement(**r[p]) for p in ("out_of_place", "in_place")
+                                            if r.get(p) is not None}}) for r in d["results"]]
+        d["collectives"] = [CollectiveSummary(**c) for c in d["collectives"]]
+        d["findings"] = [Finding(**{**f, "evidence": [Evidence(**e) for e in f.get("evidence") or ()]})
+                         for f in d["findings"]]
+        if d.get("straggler") is not None:
+            d["straggler"] = Straggler(**d["straggler"])
+        if d.get("pairwise") is not None:
+            pw = d["pairwise"]
+            d["pairwise"] = Pairwise(**{**pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()]})
+        return cls(**d)
 
 
 # ---------------------------------------------------------------- analyze-log

@@ -52,11 +52,11 @@ def _names(names: list[str], show: int = 8) -> str:
     return f"{', '.join(names[:show])} and {len(names) - show} more ({len(names)} nodes)"
 
 
-def _checks_section(checks: list[D.Check], where) -> str:
+def _checks_section(checks: list[D.Finding], where) -> str:
     """Failures and warnings in full (grouped when the same check fails alike on many nodes),
     skips as one compact list with their reasons, passes collapsed."""
     out = []
-    groups: dict[tuple, list[D.Check]] = {}
+    groups: dict[tuple, list[D.Finding]] = {}
     for c in checks:
         groups.setdefault((D.status_of(c.status), c.label, c.runbook, c.remediation), []).append(c)
     bad = sorted((k for k in groups if k[0] in ("fail", "warn")), key=lambda k: (k[0] != "fail", k[1]))
@@ -66,7 +66,7 @@ def _checks_section(checks: list[D.Check], where) -> str:
         nodes = _names([where(c) for c in items])
         on = f" on {e(nodes)}" if nodes else ""
         # the same summary and evidence on many nodes is one line naming the nodes
-        same: dict[tuple, list[D.Check]] = {}
+        same: dict[tuple, list[D.Finding]] = {}
         for c in items:
             same.setdefault((c.summary, tuple((ev.name, str(ev.observed), str(ev.expected)) for ev in c.evidence)),
                             []).append(c)
@@ -90,7 +90,7 @@ def _checks_section(checks: list[D.Check], where) -> str:
                    + table(["check", "reason", "where"], rows) + "</details>")
     passes = [c for c in checks if D.status_of(c.status) == "pass"]
     if passes:
-        by_label: dict[str, list[D.Check]] = {}
+        by_label: dict[str, list[D.Finding]] = {}
         for c in passes:
             by_label.setdefault(c.label, []).append(c)
         rows = [[e(label), e(_names([where(c) for c in cs_], 4)), e(cs_[0].summary) + (" …" if len(cs_) > 1 else "")]
@@ -207,7 +207,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def _bench_chart(rows: list[D.BenchRow], coll: str, plateau: float | None, expected: float | None) -> str:
-    lines = [plots.Line(p.replace("_", "-"), [r.size for r in rows], [D.number(getattr(r, p).busbw) for r in rows],
+    lines = [plots.Line(p.replace("_", "-"), [r.size for r in rows], [D.number(r.placement(p).busbw) for r in rows],
                         dashed=p == "in_place") for p in ("out_of_place", "in_place")]
     marks = []
     if plateau is not None:
@@ -236,23 +236,22 @@ def _bench_body(d: D.NcclBenchDoc) -> str:
     for c in d.collectives:
         trs = []
         for r in (r for r in d.results if r.collective == c.collective):
-            o, i = r.out_of_place, r.in_place
+            o, i = r.placement("out_of_place"), r.placement("in_place")
             trs.append([e(fmt(r.size)), e(fmt(r.count)), e(fmt(r.type)), e(fmt(r.redop)), e(fmt(r.root))]
                        + [f'<span class="num">{e(fmt(D.number(getattr(p, f)) if f != "wrong" else p.wrong))}</span>'
                           for p in (o, i) for f in ("time_us", "algbw", "busbw", "wrong")])
         out.append(f"<details><summary>{e(c.collective)}: nccl-tests table</summary>" + table(
             ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
              "in-place time (us)", "in-place algbw", "in-place busbw", "in-place #wrong"], trs) + "</details>")
-    st = d.straggler or {}
-    per_rank = st.get("rank_busbw") or []
-    if per_rank:
+    st = d.straggler
+    if st and st.rank_busbw:
         hosts = d.world.hosts if d.world else []
-        slow = st.get("rank") if st.get("flagged") else None
+        slow = st.rank if st.flagged else None
         rows = [[e(r), e(hosts[r] if r < len(hosts) else ""), f'<span class="num">{e(fmt(D.number(bw)))}</span>',
-                 badge("warn") if r == slow else ""] for r, bw in enumerate(per_rank)]
-        out.append(f"<h3>Per rank busbw (GB/s, median {e(fmt(D.number(st.get('median_busbw'))))})</h3>"
+                 badge("warn") if r == slow else ""] for r, bw in enumerate(st.rank_busbw)]
+        out.append(f"<h3>Per rank busbw (GB/s, median {e(fmt(D.number(st.median_busbw)))})</h3>"
                    + table(["rank", "host", "busbw", ""], rows)
-                   + f"<p class='muted'>A rank below {e(fmt(st.get('threshold_fraction')))} of the median is flagged as "
+                   + f"<p class='muted'>A rank below {e(fmt(st.threshold_fraction))} of the median is flagged as "
                    "a straggler.</p>")
     pw = d.pairwise
     if pw and pw.links:

@@ -86,7 +86,7 @@ class Suites:
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(self.root, encoding="unicode") + "\n"
 
 
-def _check_details(c: D.Check) -> str:
+def _check_details(c: D.Finding) -> str:
     from llmdiag.reports.cluster import evidence_line
 
     lines = [c.summary]
@@ -99,9 +99,9 @@ def _check_details(c: D.Check) -> str:
     return "\n".join(lines)
 
 
-def _check_case(js: Suites, suite: str, classname: str, name: str, c: D.Check) -> None:
+def _check_case(js: Suites, suite: str, classname: str, name: str, c: D.Finding) -> None:
     js.case(suite, classname, name, c.status, reason_and_fix(c.summary, c.remediation), _check_details(c),
-            c.runbook or c.status, c.duration_s)
+            c.runbook or c.status, getattr(c, "duration_s", None))
 
 
 def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
@@ -128,9 +128,9 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for c in d.findings:
         _check_case(js, suite, "llmdiag.nccl-bench.check", c.check, c)
     for r in d.results:
-        wrong = [p.wrong for p in (r.out_of_place, r.in_place) if isinstance(p.wrong, int)]
+        wrong = [r.placement(p).wrong for p in ("out_of_place", "in_place") if isinstance(r.placement(p).wrong, int)]
         bad = any(w > 0 for w in wrong)
-        bw = D.number(r.out_of_place.busbw)
+        bw = D.number(r.placement("out_of_place").busbw)
         msg = f"{r.collective} {r.size} B: busbw {bw:.4g} GB/s" if bw is not None else f"{r.collective} {r.size} B"
         js.case(suite, f"llmdiag.nccl-bench.{r.collective}", f"{r.collective}[{r.size} B]", "fail" if bad else "pass",
                 reason_and_fix(msg + f", {max(wrong)} wrong elements", "run `llmdiag nccl-bench --pairwise` and "

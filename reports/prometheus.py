@@ -258,7 +258,7 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         ex.add("llmdiag_nccl_world_size", d.world.world_size)
     for r in d.results:
         for placement in ("out_of_place", "in_place"):
-            p = getattr(r, placement)
+            p = r.placement(placement)
             labels = {"collective": r.collective, "size_bytes": r.size, "placement": placement}
             ex.add("llmdiag_nccl_busbw_bytes_per_second", _scaled(p.busbw, _GB), labels)
             ex.add("llmdiag_nccl_algbw_bytes_per_second", _scaled(p.algbw, _GB), labels)

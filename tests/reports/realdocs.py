@@ -21,7 +21,7 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures"
 #: name -> command line (exit code 0 or 1: several of these find problems on purpose)
 COMMANDS: dict[str, list[str]] = {
     "preflight": ["preflight", "--probe", "system", "--probe", "launcher"],
-    "nccl-bench": ["nccl-bench", "--nproc", "2", "-C", "all_reduce", "-C", "all_gather", "-b", "1K", "-e", "64K",
+    "nccl-bench": ["nccl-bench", "--nproc", "2", "-C", "all_reduce", "-C", "all_to_all", "-b", "1K", "-e", "64K",
                    "-n", "5", "-w", "2", "--expect-busbw", "1000"],
     "analyze-log": ["analyze-log", str(FIX / "logs" / "failing" / "megatron_nan.log")],
     "analyze-log-throughput": ["analyze-log", str(FIX / "logs" / "failing" / "throughput.log")],

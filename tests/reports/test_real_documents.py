@@ -204,11 +204,11 @@ def test_junit_preflight_names_say_probe_check_and_node(tmp_path):
 def test_junit_nccl_bench_missed_expectation_says_why_and_what_to_do(tmp_path):
     root = _junit(realdocs.doc("nccl-bench"), tmp_path)
     fails = {c.get("name"): c.find("failure") for c in root.iter("testcase") if c.find("failure") is not None}
-    assert set(fails) == {"all_reduce/busbw", "all_gather/busbw"}
+    assert set(fails) == {"all_reduce/busbw", "all_to_all/busbw"}
     msg = fails["all_reduce/busbw"].get("message")
     assert "below" in msg and "expected 1000 GB/s" in msg and "Fix: " in msg
     names = {c.get("name") for c in root.iter("testcase")}
-    assert {"all_reduce[1024 B]", "all_gather[65536 B]", "all_reduce/correctness"} <= names
+    assert {"all_reduce[1024 B]", "all_to_all[65536 B]", "all_reduce/correctness"} <= names
 
 
 def test_junit_log_findings_one_case_per_kind_and_rank(tmp_path):
