@@ -211,9 +211,9 @@ def _bench_chart(rows: list[D.BenchRow], coll: str, plateau: float | None, expec
                         dashed=p == "in_place") for p in ("out_of_place", "in_place")]
     marks = []
     if plateau is not None:
-        marks.append(plots.Mark(f"plateau {plateau:.3g} GB/s", y=plateau, color="#444"))
+        marks.append(plots.Mark(f"plateau {plateau:,.3g} GB/s", y=plateau, color="#444"))
     if expected is not None:
-        marks.append(plots.Mark(f"expected {expected:.3g} GB/s", y=expected, color="#c62828"))
+        marks.append(plots.Mark(f"expected {expected:,.4g} GB/s", y=expected, color="#c62828"))
     ys = [y for ln in lines for y in ln.ys if y] + [m.y for m in marks if m.y]
     logy = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 50  # an expectation far above the result
     return plots.chart(lines, title=f"{coll}: busbw vs message size", xlabel="message size (bytes)",

@@ -162,7 +162,8 @@ def chart(lines: Sequence[Line], *, title: str = "", xlabel: str = "", ylabel: s
     for bx in bad_x:
         x = tx(bx)
         out.append(f'<text x="{x:.1f}" y="{T + ph - 3}" font-size="12" text-anchor="middle" fill="#c62828">×</text>')
-    named = [(ln, ln.color or COLORS[i % len(COLORS)]) for i, ln in enumerate(lines) if ln.label and not ln.faint]
+    named = [(ln, ln.color or COLORS[i % len(COLORS)]) for i, ln in enumerate(lines)
+             if ln.label and not ln.faint and any(y is not None and math.isfinite(y) for y in ln.ys)]
     if len(named) > 1 or any(ln.faint for ln in lines):
         lx = L + 6
         for ln, color in named[:8]:
