@@ -160,11 +160,13 @@ def _value(value: Any, nan_ok: bool) -> float | None:
 
 def run_id(doc: Mapping[str, Any]) -> str:
     """The ``run`` label: the document's own ``run`` when it has one, else 8 hex digits of what
-    the run examined (the same inputs rewrite the same series; different ones add series)."""
+    the run examined and when it started (the same estimate or log rewrites the same series;
+    another run adds its own; a monitor keeps one label from its first sample to its report)."""
     if doc.get("run"):
         return str(doc["run"])
-    ident = {k: doc.get(k) for k in ("command", "files", "model", "plan", "spec", "world", "node", "started_at",
-                                     "created_at") if doc.get(k) is not None}
+    when = "started_at" if doc.get("started_at") is not None else "created_at"  # a monitor's live samples share it
+    ident = {k: doc.get(k) for k in ("command", "files", "model", "plan", "spec", "world", "node", when)
+             if doc.get(k) is not None}
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 

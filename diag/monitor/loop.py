@@ -368,6 +368,7 @@ class Monitor:
                   "gpus": [{k: v for k, v in g.items() if k not in text_fields} for g in self.latest.get("gpus") or ()]}
         return {"schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor",
                 "status": R.severity_of(self._worst), "node": self.node, "created_at": latest["time"],
+                "started_at": round(self.started_at, 3),
                 "samples": self.samples, "gpu_count": self.gpus.count, "rules": R.rule_names(self.rules),
                 "alerts_by_rule": dict(self.alerts_by_rule),
                 "active_alerts": [{"rule": a["rule"], "device": a["device"]} for a in self.active.values()],

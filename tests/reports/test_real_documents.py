@@ -326,3 +326,21 @@ def test_html_nccl_bench_per_rank_busbw():
     assert "Per rank busbw" in text
     for bw in doc["straggler"]["rank_busbw"]:
         assert f"{bw:.4g}" in text
+
+
+def test_monitor_keeps_one_run_label_from_live_samples_to_its_report(tmp_path):
+    from llmdiag.monitor import sinks as S
+    from llmdiag.monitor.loop import Sinks
+    from tests.unit.monitor.util import make_monitor
+
+    labels = []
+
+    def metrics(d):
+        text = render(d, "prometheus")
+        labels.append(_families(text)["llmdiag_report_status"].samples[0].labels["run"])
+        return text
+
+    sinks = Sinks(prometheus_file=S.PrometheusFile(str(tmp_path / "m.prom")), render_metrics=metrics)
+    doc = make_monitor("timeline-h100-faults", sinks=sinks, interval_s=0.02).run(count=3)
+    final = _families(render(doc, "prometheus"))["llmdiag_report_status"].samples[0].labels["run"]
+    assert len(labels) == 3 and set(labels) == {final}
