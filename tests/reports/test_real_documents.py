@@ -46,6 +46,7 @@ def test_json_validates_against_the_shipped_schema(name):
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
     assert not errors, errors[:5]
     assert type(documents.read(doc)) is documents.KINDS[doc["kind"]]
+    assert json.loads(render(doc, "json")) == doc  # the json format is the document itself
 
 
 def test_schema_rejects_a_document_that_breaks_the_contract():
