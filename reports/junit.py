@@ -111,10 +111,10 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for r in d.results:
         node_scope = (r.scope or "node") == "node" and r.node in known
         suite = r.node if node_scope else "cluster"
-        _check_case(js, suite, f"llmdiag.{d.command or 'preflight'}.{r.probe or 'check'}",
+        _check_case(js, suite, f"llmdiag.preflight.{r.probe or 'check'}",
                     f"{r.label}[{r.node}]" if r.node else r.label, r)
     for node in d.missing_nodes:
-        js.case(node, f"llmdiag.{d.command or 'preflight'}.cluster", f"cluster/reported[{node}]", "fail",
+        js.case(node, "llmdiag.preflight.cluster", f"cluster/reported[{node}]", "fail",
                 reason_and_fix(f"node {node} never reported", f"check that {node} is up and its llmdiag agent ran"),
                 "The node was expected but sent no report: it is down, unreachable, or its agent failed.",
                 "cluster-node-missing")

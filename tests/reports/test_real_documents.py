@@ -345,3 +345,10 @@ def test_monitor_keeps_one_run_label_from_live_samples_to_its_report(tmp_path):
     doc = make_monitor("timeline-h100-faults", sinks=sinks, interval_s=0.02).run(count=3)
     final = _families(render(doc, "prometheus"))["llmdiag_report_status"].samples[0].labels["run"]
     assert len(labels) == 3 and set(labels) == {final}
+
+
+def test_junit_preflight_and_merge_share_class_names(tmp_path):
+    """The same check from preflight or from report merge is the same test for CI history."""
+    classes = [{c.get("classname") for c in _junit(realdocs.doc(n), tmp_path).iter("testcase")}
+               for n in ("preflight", "merge")]
+    assert classes[0] <= classes[1] and all(re.fullmatch(r"llmdiag\.preflight\.[\w-]+", c) for c in classes[1])
