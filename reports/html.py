@@ -1,353 +1,293 @@
 """HTML reports: one self-contained file per document, readable offline and from a shared drive.
 
-``llmdiag.reports.html.<kind>(doc, opts)`` for every kind (see :mod:`llmdiag.reports.base`). Layout pieces are
-in :mod:`llmdiag.reports.htmlkit`, plots in :mod:`llmdiag.reports.plots`; every document string is escaped.
+This module has the shared pieces and the cluster (preflight, merge) and nccl-bench pages;
+:mod:`llmdiag.reports.html_training` has the analyze-log, estimate-memory and monitor pages.
+Each page puts the status and what needs attention first, then the plots (inline SVG from
+:mod:`llmdiag.reports.plots`), then the tables. Documents are read through their types
+(:mod:`llmdiag.documents`); layout pieces are in :mod:`llmdiag.reports.htmlkit`; every document
+string is escaped, Markdown goes through markdown-it with raw HTML off.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llmdiag.reports import docview as dv
+from llmdiag import documents as D
+from llmdiag.reports import cluster_sections as cs
+from llmdiag.reports import plots
 from llmdiag.reports.base import RenderOptions
-from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, img, json_block, page, runbook_html, table
+from llmdiag.reports.htmlkit import badge, banner, e, fmt, json_block, md_inline, page, runbook_html, table
 
-_STATE_TEXT = {"ok": "ok", "refused": "refused", "timeout": "dropped", "fail": "fail", "self": "·", "unknown": "?"}
+#: above this many nodes the matrix lists only nodes and checks with something other than a pass
+MATRIX_ALL_UP_TO = 16
+#: and at most this many rows (failures and missing nodes first): the rest are under Needs attention
+MATRIX_ROWS = 100
 
 
-def _when(doc: Mapping[str, Any]) -> str:
-    t = dv.finite(doc.get("created_at"))
-    if t is None:
+def when_text(t: Any) -> str:
+    v = D.number(t)
+    if v is None:
         return ""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _dt.datetime.fromtimestamp(v, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _evidence_html(r: Mapping[str, Any]) -> str:
+def _evidence_html(evidence: Iterable[D.Evidence]) -> str:
     items = []
-    for ev in r.get("evidence") or ():
-        if isinstance(ev, Mapping):
-            unit = f" {ev.get('unit')}" if ev.get("unit") else ""
-            exp = f" (expected {e(fmt(ev.get('expected')))}{e(unit)})" if ev.get("expected") is not None else ""
-            items.append(f"<li>{e(ev.get('name'))}: <b>{e(fmt(ev.get('observed')))}{e(unit)}</b>{exp}</li>")
-    return f"<ul>{''.join(items)}</ul>" if items else ""
+    for ev in evidence:
+        unit = f" {ev.unit}" if ev.unit else ""
+        exp = f" (expected {e(fmt(ev.expected))}{e(unit)})" if ev.expected is not None else ""
+        items.append(f"<li>{e(ev.name)}: <b>{e(fmt(ev.observed))}{e(unit)}</b>{exp}</li>")
+    return f"<ul class='compact'>{''.join(items)}</ul>" if items else ""
 
 
-def _result_detail(r: Mapping[str, Any]) -> str:
-    out = [f"<div>{badge(dv.status_of(r.get('status')))} <b>{e(dv.check_label(r))}</b> on {e(r.get('node'))}</div>",
-           f"<div>{e(r.get('summary'))}</div>", _evidence_html(r)]
-    if r.get("remediation"):
-        out.append(f"<div><b>Fix:</b> {e(r['remediation'])}</div>")
-    if r.get("runbook"):
-        out.append(f'<div class="muted">runbook: <code>llmdiag runbook {e(r["runbook"])}</code></div>')
+def fix_html(text: str | None) -> str:
+    return f'<div class="fix"><b>Fix:</b> {md_inline(text)}</div>' if text else ""
+
+
+def _names(names: list[str], show: int = 8) -> str:
+    names = [n for n in dict.fromkeys(names) if n]
+    if len(names) <= show:
+        return ", ".join(names)
+    return f"{', '.join(names[:show])} and {len(names) - show} more ({len(names)} nodes)"
+
+
+def _checks_section(checks: list[D.Finding], where) -> str:
+    """Failures and warnings in full (grouped when the same check fails alike on many nodes),
+    skips as one compact list with their reasons, passes collapsed."""
+    out = []
+    groups: dict[tuple, list[D.Finding]] = {}
+    for c in checks:
+        groups.setdefault((D.status_of(c.status), c.label, c.runbook, c.remediation), []).append(c)
+    bad = sorted((k for k in groups if k[0] in ("fail", "warn")), key=lambda k: (k[0] != "fail", k[1]))
+    for key in bad:
+        items = groups[key]
+        st, label, rb, fix = key
+        nodes = _names([where(c) for c in items])
+        on = f" on {e(nodes)}" if nodes else ""
+        # the same summary and evidence on many nodes is one line naming the nodes
+        same: dict[tuple, list[D.Finding]] = {}
+        for c in items:
+            same.setdefault((c.summary, tuple((ev.name, str(ev.observed), str(ev.expected)) for ev in c.evidence)),
+                            []).append(c)
+        lines = []
+        for cs_ in list(same.values())[:20]:
+            who = _names([where(c) for c in cs_])
+            prefix = f"<b>{e(who)}</b>: " if who and len(same) > 1 else ""
+            lines.append(f"<li>{prefix}{e(cs_[0].summary)}{_evidence_html(cs_[0].evidence)}</li>")
+        more = f"<li>… {len(same) - 20} more</li>" if len(same) > 20 else ""
+        out.append(f'<div class="finding {st}">{badge(st)} <b>{e(label)}</b>{on}<ul class="compact">{"".join(lines)}'
+                   f"{more}</ul>{fix_html(fix)}{runbook_html(rb)}</div>")
+    if not bad:
+        out.append("<p>Nothing needs attention.</p>")
+    skips = [c for c in checks if D.status_of(c.status) == "skip"]
+    if skips:
+        by: dict[tuple[str, str], list[str]] = {}
+        for c in skips:
+            by.setdefault((c.label, c.summary), []).append(where(c) or "")
+        rows = [[e(label), e(why), e(", ".join(n for n in dict.fromkeys(ns) if n))] for (label, why), ns in by.items()]
+        out.append(f"<details><summary>{len(skips)} skipped</summary>"
+                   + table(["check", "reason", "where"], rows) + "</details>")
+    passes = [c for c in checks if D.status_of(c.status) == "pass"]
+    if passes:
+        by_label: dict[str, list[D.Finding]] = {}
+        for c in passes:
+            by_label.setdefault(c.label, []).append(c)
+        rows = [[e(label), e(_names([where(c) for c in cs_], 4)), e(cs_[0].summary) + (" …" if len(cs_) > 1 else "")]
+                for label, cs_ in by_label.items()]
+        out.append(f"<details><summary>{len(passes)} passed</summary>" + table(["check", "where", "result"], rows)
+                   + "</details>")
     return "".join(out)
 
 
 # ---------------------------------------------------------------- cluster
 
 
-def _matrix(doc: Mapping[str, Any]) -> str:
-    nodes, checks, cells = dv.matrix(doc)
-    missing = set(dv.missing_nodes(doc))
-    if not nodes:
-        return "<p class='muted'>No node reported.</p>"
-    head = "<tr><th>node</th>" + "".join(f'<th class="check">{e(c)}</th>' for c in checks) + "</tr>"
+def _matrix(doc: D.ClusterDoc) -> str:
+    """Nodes × checks, checks grouped by probe. At scale only the interesting rows and columns."""
+    nodes = doc.node_names()
+    missing = set(doc.missing_nodes)
+    cells: dict[tuple[str, str], list[D.Check]] = {}
+    labels: list[str] = []
+    for r in doc.results:
+        if r.node in nodes:
+            cells.setdefault((r.node, r.label), []).append(r)
+            if r.label not in labels:
+                labels.append(r.label)
+    labels.sort(key=lambda lb: (lb.split("/")[0], lb))
+    status = {k: D.worst(r.status for r in rs) for k, rs in cells.items()}
+    shown_nodes, shown_labels, note = nodes, labels, ""
+    if len(nodes) > MATRIX_ALL_UP_TO:
+        shown_nodes = [n for n in nodes if n in missing or any(status.get((n, lb)) in ("fail", "warn") for lb in labels)]
+        shown_labels = [lb for lb in labels if any(status.get((n, lb)) in ("fail", "warn") for n in nodes)]
+        rank = {"fail": 0, "warn": 1}
+        shown_nodes.sort(key=lambda n: 0 if n in missing else rank.get(D.worst(status.get((n, lb), "skip")
+                                                                                 for lb in labels), 2))
+        note = (f"<p class='muted'>{len(nodes)} nodes: showing the {min(len(shown_nodes), MATRIX_ROWS)} worst of the "
+                f"{len(shown_nodes)} with a failure, warning or no report, and the {len(shown_labels)} checks that did "
+                "not pass everywhere; every other cell passed or was skipped.</p>")
+        shown_nodes = shown_nodes[:MATRIX_ROWS]
+    if not shown_nodes:
+        return note + "<p>Every node passed every check.</p>"
+    probes = list(dict.fromkeys(lb.split("/")[0] for lb in shown_labels))
+    head1 = "<tr><th rowspan='2'>node</th>" + "".join(
+        f"<th colspan='{sum(1 for lb in shown_labels if lb.split('/')[0] == p)}'>{e(p)}</th>" for p in probes) + "</tr>"
+    head2 = "<tr>" + "".join(f"<th class='sub'>{e(lb.split('/', 1)[1] if '/' in lb else '·')}</th>"
+                             for lb in shown_labels) + "</tr>"
     rows = []
-    for node in nodes:
-        node_rs = [r for c in checks for r in cells.get((node, c), [])]
-        st = "fail" if node in missing else dv.worst(r.get("status") for r in node_rs)
-        tds = [f'<th class="node">{badge(st)} {e(node)}</th>']
-        for c in checks:
-            rs = cells.get((node, c))
-            if node in missing:
-                tds.append('<td class="cell missing" title="node never reported">missing</td>')
-            elif not rs:
-                tds.append('<td class="cell none" title="not run on this node"></td>')
-            else:
-                s = dv.worst(r.get("status") for r in rs)
-                tip = "; ".join(str(r.get("summary", "")) for r in rs)
-                detail = "".join(_result_detail(r) for r in rs)
-                tds.append(f'<td class="cell {s}" title="{e(tip)}" data-node="{e(node)}" data-check="{e(c)}" '
-                           f'data-status="{s}"><details><summary>{s.upper()}</summary>'
-                           f'<div class="pop">{detail}</div></details></td>')
-        rows.append(f'<tr data-node="{e(node)}" data-status="{st}">' + "".join(tds) + "</tr>")
-    return (f'<table class="matrix" id="matrix"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
-            '<p class="muted">Click a cell for evidence and the fix; hover for the summary.</p>')
-
-
-def _grouped_findings(rs: list[Mapping[str, Any]]) -> str:
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
-    for r in rs:
-        st = dv.status_of(r.get("status"))
-        if st == "pass":
+    for n in shown_nodes:
+        if n in missing:
+            rows.append(f"<tr><th class='node'>{badge('fail')} {e(n)}</th>"
+                        f"<td class='cell missing' colspan='{max(1, len(shown_labels))}'>never reported</td></tr>")
             continue
-        key = (st, dv.check_label(r), r.get("runbook"), r.get("remediation"))
-        groups.setdefault(key, []).append(r)
-    order = {"fail": 0, "warn": 1, "skip": 2}
-    out = []
-    for (st, label, rb, fix), items in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 3), kv[0][1])):
-        nodes = ", ".join(dict.fromkeys(str(r.get("node")) for r in items))
-        lines = "".join(f"<li><b>{e(r.get('node'))}</b>: {e(r.get('summary'))}{_evidence_html(r)}</li>" for r in items)
-        fix_html = f"<div><b>Fix:</b> {e(fix)}</div>" if fix else ""
-        out.append(f'<div class="finding {st}">{badge(st)} <b>{e(label)}</b> on {e(nodes)}'
-                   f"<ul>{lines}</ul>{fix_html}{runbook_html(rb) if st != 'skip' else ''}</div>")
-    return "".join(out) or "<p>Nothing to fix.</p>"
-
-
-def _consistency(sec: Any) -> str:
-    if not sec:
-        return ""
-    if isinstance(sec, list) and all(isinstance(x, Mapping) for x in sec):
-        cols = list(dict.fromkeys(k for x in sec for k in x))
-        rows = [[e(fmt(x.get(c))) for c in cols] for x in sec]
-        return "<h2>Consistency across nodes</h2>" + table(cols, rows, "consistency")
-    return "<h2>Consistency across nodes</h2>" + json_block(sec, "differences")
-
-
-def _port_heatmap(sec: Any) -> str:
-    if not sec:
-        return ""
-    srcs, dsts, cells = dv.port_matrix(sec)
-    if not cells:
-        return "<h2>Port reachability</h2>" + json_block(sec, "port matrix")
-    head = "<tr><th>from \\ to</th>" + "".join(f"<th>{e(d)}</th>" for d in dsts) + "</tr>"
-    rows = []
-    for s in srcs:
+        st = D.worst(status.get((n, lb), "skip") for lb in labels)
         tds = []
-        for d in dsts:
-            if (s, d) not in cells:
-                tds.append('<td class="self" title="same node"></td>' if s == d else
-                           '<td class="unknown" title="not measured"></td>')
-                continue
-            state, text = dv.port_cell_state(cells[(s, d)])
-            tds.append(f'<td class="{state}" title="{e(s)} → {e(d)}: {e(text)}">{_STATE_TEXT[state]}</td>')
-        rows.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
-    legend = ('<p class="muted">green: reachable · orange: refused (nothing listening / reset) · '
-              "red: dropped (firewall, timeout) · yellow: unknown</p>")
-    return f'<h2>Port reachability</h2><table class="heat" id="ports">{head}{"".join(rows)}</table>{legend}'
+        for lb in shown_labels:
+            s = status.get((n, lb))
+            if s is None:
+                tds.append('<td class="cell none"></td>')
+            else:
+                tip = "; ".join(r.summary for r in cells[(n, lb)])
+                tds.append(f'<td class="cell {s}" title="{e(tip)}"><span>{s.upper()}</span></td>')
+        rows.append(f"<tr><th class='node'>{badge(st)} {e(n)}</th>{''.join(tds)}</tr>")
+    return (note + f'<div class="scroll"><table class="matrix" id="matrix"><thead>{head1}{head2}</thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div><p class="muted">Hover a cell for the summary; the details '
+            "are under Needs attention.</p>")
 
 
-def _summary_lines(doc: Mapping[str, Any]) -> list[str]:
-    c = doc.get("counts") or {}
-    lines = [e(", ".join(f"{c.get(s, 0)} {s}" for s in ("pass", "warn", "fail", "skip")))]
-    missing = dv.missing_nodes(doc)
-    if missing:
-        lines.append("missing nodes: " + e(", ".join(missing)))
-    when = _when(doc)
-    if when:
-        lines.append(e(when))
-    return lines
+def _cluster_sections(doc: Mapping[str, Any]) -> str:
+    out = []
+    rows = cs.consistency_rows(doc)
+    if rows:
+        out.append("<h2>Consistency across nodes</h2>" + table(["fact", "odd nodes", "majority"],
+                                                                 [[e(x) for x in r] for r in rows]))
+    head, prow, left = cs.port_rows(doc)
+    if head:
+        out.append(f"<h2>Port reachability</h2><p>{e(head)}</p>")
+        if prow:
+            out.append(table(["connection", "outcome", "detail"], [[e(x) for x in r] for r in prow]))
+        if left:
+            out.append(f"<p class='muted'>… {left} more</p>")
+    mrows = cs.missing_rows(doc)
+    if mrows:
+        out.append("<h2>Nodes that did not report</h2>" + table(["node", "state", "detail"], [[e(x) for x in r] for r in mrows]))
+    return "".join(out)
 
 
 def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    nodes = dv.node_names(doc)
-    status = dv.status_of(doc.get("status"))
-    failing = [n for n in nodes if n in dv.missing_nodes(doc)
-               or any(r.get("status") == "fail" and r.get("node") == n for r in dv.results(doc))]
-    headline = f"{len(nodes)} node(s)" + (f", failing: {', '.join(failing)}" if failing else "")
-    body = [banner(status, headline, _summary_lines(doc)), "<h2>Nodes × checks</h2>", _matrix(doc)]
-    wide = dv.cluster_wide(doc)
-    if wide:
-        body.append("<h2>Cluster-wide checks</h2>")
-        body.append(table(["status", "check", "result"],
-                          [[badge(dv.status_of(r.get("status"))), e(dv.check_label(r)),
-                            e(r.get("summary")) + _evidence_html(r)] for r in wide]))
-    secs = doc.get("sections") or {}
-    body.append(_consistency(secs.get("consistency")))
-    body.append(_port_heatmap(secs.get("port_matrix")))
-    if isinstance(secs.get("nccl_bench"), Mapping):
-        body.append("<h2>Collective bandwidth</h2>" + _bench_body(secs["nccl_bench"]))
-    if isinstance(secs.get("memory"), Mapping):
-        body.append("<h2>Memory plan</h2>" + _memory_body(secs["memory"]))
-    body.append("<h2>Findings</h2>" + _grouped_findings(dv.results(doc)))
-    known = {"consistency", "port_matrix", "nccl_bench", "memory", "missing_nodes"}
-    for k, v in secs.items():
-        if k not in known:
-            body.append(f"<h2>{e(k)}</h2>" + json_block(v, k))
-    node_rows = [[e(n.get("node")), e(fmt(n.get("node_rank"))), badge(dv.status_of(n.get("status"))), e(fmt(n.get("meta")))]
-                 for n in doc.get("nodes") or () if isinstance(n, Mapping)]
+    d: D.ClusterDoc = D.read(doc)
+    nodes = d.node_names()
+    failing = [n for n in nodes if n in d.missing_nodes or any(r.status == "fail" and r.node == n for r in d.results)]
+    c = d.counts or {}
+    headline = f"{len(nodes)} node(s)" + (f", failing: {_names(failing, 6)}" if failing else "")
+    lines = [e(", ".join(f"{c.get(s, 0)} {s}" for s in ("fail", "warn", "pass", "skip")))]
+    if d.missing_nodes:
+        lines.append("missing nodes: " + e(", ".join(d.missing_nodes)))
+    if when_text(d.created_at):
+        lines.append(e(when_text(d.created_at)))
+    multi = len(nodes) > 1
+    body = [banner(D.status_of(d.status), headline, lines), "<h2>Needs attention</h2>",
+            _checks_section(d.results, lambda r: r.node if multi or (r.scope == "cluster") else "")]
+    if multi:
+        body.append("<h2>Nodes × checks</h2>" + _matrix(d))
+    body.append(_cluster_sections(doc))
+    for k, v in d.sections.items():
+        if k not in ("consistency", "port_matrix", "missing_nodes") and v:
+            body.append(json_block(v, f"section {k}"))
+    node_rows = [[e(n.node), e(fmt(n.node_rank)), badge(D.status_of(n.status)),
+                  e(", ".join(f"{k}={fmt(v)}" for k, v in n.meta.items() if not isinstance(v, (dict, list))))]
+                 for n in d.nodes]
     if node_rows:
-        body.append("<h2>Nodes</h2>" + table(["node", "rank", "status", "facts"], node_rows))
-    return page(f"llmdiag {doc.get('command', 'preflight')} report", "".join(body), doc)
+        body.append(f"<details><summary>{len(node_rows)} node(s): facts</summary>"
+                    + table(["node", "rank", "status", "facts"], node_rows) + "</details>")
+    return page(f"llmdiag {d.command or 'preflight'} report", "".join(body), doc)
 
 
 # ---------------------------------------------------------------- nccl-bench
 
 
-def _bench_body(doc: Mapping[str, Any]) -> str:
-    from llmdiag.reports import plots
+def _bench_chart(rows: list[D.BenchRow], coll: str, plateau: float | None, expected: float | None) -> str:
+    lines = [plots.Line(p.replace("_", "-"), [r.size for r in rows], [D.number(r.placement(p).busbw) for r in rows],
+                        dashed=p == "in_place") for p in ("out_of_place", "in_place")]
+    marks = []
+    if plateau is not None:
+        marks.append(plots.Mark(f"plateau {plateau:,.3g} GB/s", y=plateau, color="#444"))
+    if expected is not None:
+        marks.append(plots.Mark(f"expected {expected:,.4g} GB/s", y=expected, color="#c62828"))
+    ys = [y for ln in lines for y in ln.ys if y] + [m.y for m in marks if m.y]
+    logy = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 50  # an expectation far above the result
+    return plots.chart(lines, title=f"{coll}: busbw vs message size", xlabel="message size (bytes)",
+                       ylabel="busbw (GB/s)" + (", log scale" if logy else ""), logx=True, logy=logy, marks=marks,
+                       xfmt=plots.size_label, y0=not logy, xbase=2)
 
-    rows = dv.bench_rows(doc)
-    cols = list(dict.fromkeys(r["collective"] for r in rows))
-    plateau = dv.per_collective(doc.get("plateau_busbw"), cols)
-    avg = dv.per_collective(doc.get("avg_busbw"), cols)
+
+def _bench_body(d: D.NcclBenchDoc) -> str:
     out = []
-    summary = [[e(c), e(fmt(plateau.get(c))), e(fmt(avg.get(c)))] for c in cols]
+    summary = [[e(c.collective), f'<span class="num">{e(fmt(D.number(c.plateau_busbw)))}</span>',
+                f'<span class="num">{e(fmt(D.number(c.avg_busbw)))}</span>', e(fmt(c.wrong)),
+                e(", ".join(plots.size_label(s) for s in c.plateau_sizes))] for c in d.collectives]
     if summary:
-        out.append(table(["collective", "plateau busbw (GB/s)", "avg busbw (GB/s)"], summary))
-    if cols and plots.missing():
-        out.append(f'<p class="muted">{e(plots.missing())}</p>')
-    for c in cols:
-        crow = [r for r in rows if r["collective"] == c]
-        out.append(img(plots.bandwidth(crow, c, plateau.get(c)), f"busbw vs size for {c}"))
-    for c in cols:
+        out.append(table(["collective", "plateau busbw (GB/s)", "avg busbw (GB/s)", "#wrong", "plateau sizes"], summary))
+    charts = []
+    for c in d.collectives:
+        rows = sorted((r for r in d.results if r.collective == c.collective), key=lambda r: r.size)
+        charts.append(_bench_chart(rows, c.collective, D.number(c.plateau_busbw), d.expected_busbw))
+    out.append(f'<div class="charts">{"".join(charts)}</div>')
+    for c in d.collectives:
         trs = []
-        for r in (r for r in rows if r["collective"] == c):
-            o, i = r["out_of_place"], r["in_place"]
-            trs.append([e(fmt(r["size_bytes"])), e(fmt(r["count"])), e(fmt(r["dtype"]))]
-                       + [e(fmt(p.get(f))) for p in (o, i) for f in ("time_us", "algbw", "busbw", "wrong")])
-        out.append(f"<details><summary>{e(c)}: table</summary>" + table(
-            ["size (B)", "count", "type", "time (us)", "algbw", "busbw", "#wrong",
-             "time (us) in-place", "algbw in-place", "busbw in-place", "#wrong in-place"], trs) + "</details>")
-    ps = dv.pairs(doc)
-    if ps:
-        names = list(dict.fromkeys([p["a"] for p in ps] + [p["b"] for p in ps]))
-        best = max((p["busbw"] for p in ps if p["busbw"] is not None), default=None)
-        grid = {}
-        for p in ps:
-            grid[(p["a"], p["b"])] = grid[(p["b"], p["a"])] = p
-        head = "<tr><th></th>" + "".join(f"<th>{e(n)}</th>" for n in names) + "</tr>"
-        trs = []
-        for a in names:
-            tds = []
-            for b in names:
-                p = grid.get((a, b))
-                if p is None or p["busbw"] is None or not best:
-                    tds.append('<td class="self"></td>')
-                    continue
-                frac = max(0.0, min(1.0, p["busbw"] / best))
-                tds.append(f'<td style="background:hsl({int(120 * frac)},60%,70%)" title="{e(a)} ↔ {e(b)}: '
-                           f'{p["busbw"]:.3g} GB/s">{p["busbw"]:.3g}</td>')
-            trs.append(f"<tr><th>{e(a)}</th>{''.join(tds)}</tr>")
-        out.append(f'<h3>Pairwise busbw (GB/s)</h3><table class="heat">{head}{"".join(trs)}</table>'
-                   '<p class="muted">Colour relative to the best pair: red pairs share the slow node or link.</p>')
+        for r in (r for r in d.results if r.collective == c.collective):
+            o, i = r.placement("out_of_place"), r.placement("in_place")
+            trs.append([e(fmt(r.size)), e(fmt(r.count)), e(fmt(r.type)), e(fmt(r.redop)), e(fmt(r.root))]
+                       + [f'<span class="num">{e(fmt(D.number(getattr(p, f)) if f != "wrong" else p.wrong))}</span>'
+                          for p in (o, i) for f in ("time_us", "algbw", "busbw", "wrong")])
+        out.append(f"<details><summary>{e(c.collective)}: nccl-tests table</summary>" + table(
+            ["size (B)", "count", "type", "redop", "root", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
+             "in-place time (us)", "in-place algbw", "in-place busbw", "in-place #wrong"], trs) + "</details>")
+    st = d.straggler
+    if st and st.rank_busbw:
+        hosts = d.world.hosts if d.world else []
+        slow = st.rank if st.flagged else None
+        rows = [[e(r), e(hosts[r] if r < len(hosts) else ""), f'<span class="num">{e(fmt(D.number(bw)))}</span>',
+                 badge("warn") if r == slow else ""] for r, bw in enumerate(st.rank_busbw)]
+        out.append(f"<h3>Per rank busbw (GB/s, median {e(fmt(D.number(st.median_busbw)))})</h3>"
+                   + table(["rank", "host", "busbw", ""], rows)
+                   + f"<p class='muted'>A rank below {e(fmt(st.threshold_fraction))} of the median is flagged as "
+                   "a straggler.</p>")
+    pw = d.pairwise
+    if pw and pw.links:
+        rows = [[e(lk.a), e(lk.b), f'<span class="num">{e(fmt(D.number(lk.gbps)))}</span>', e(fmt(lk.phase)),
+                 "slow" if D.number(lk.gbps) is not None and D.number(pw.threshold_gbps) is not None
+                 and D.number(lk.gbps) < D.number(pw.threshold_gbps) else ""]
+                for lk in sorted(pw.links, key=lambda lk: D.number(lk.gbps) or 0)]
+        out.append(f"<h2>Pairwise busbw ({len(pw.links)} links)</h2>" + table(["a", "b", "GB/s", "phase", ""], rows)
+                   + "".join(f"<p class='muted'>{e(n)}</p>" for n in pw.notes))
     return "".join(out)
 
 
 def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    status = dv.status_of(doc.get("status"))
-    headline = f"nccl-bench on {doc.get('world_size', '?')} rank(s)"
-    body = banner(status, headline, [e(_when(doc))]) + _bench_body(doc) + _findings_list(doc) + json_block(
-        {k: v for k, v in doc.items() if k not in ("results",)}, "all fields")
-    return page("llmdiag nccl-bench report", body, doc)
-
-
-# ---------------------------------------------------------------- log-analysis
-
-
-def _findings_list(doc: Mapping[str, Any]) -> str:
-    fs = dv.findings(doc)
-    if not fs:
-        return ""
-    out = ["<h2>Findings</h2>"]
-    for f in fs:
-        st = dv.severity_status(f.get("severity"))
-        where = ":".join(str(x) for x in (f.get("file"), f.get("line")) if x is not None)
-        meta = " · ".join(x for x in (f"rank {f['rank']}" if f.get("rank") is not None else "",
-                                      f"step {f['step']}" if f.get("step") is not None else "", where) if x)
-        facts = f.get("facts") or {}
-        out.append(
-            f'<div class="finding {st}">{badge(st)} <b>{e(f.get("kind", "finding"))}</b> '
-            f'<span class="muted">{e(meta)}</span><pre>{e(f.get("message"))}</pre>'
-            + (f"<div><b>Cause:</b> {e(f['cause'])}</div>" if f.get("cause") else "")
-            + (f"<div><b>Next step:</b> {e(f['next_step'])}</div>" if f.get("next_step") else "")
-            + (f"<div class='muted'>facts: {e(fmt(facts))}</div>" if facts else "")
-            + runbook_html(f.get("runbook")) + "</div>")
-    return "".join(out)
-
-
-def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    from llmdiag.reports import plots
-
-    status = dv.status_of(doc.get("status"))
-    fs = dv.findings(doc)
-    m = doc.get("metrics") or {}
-    headline = f"{len(fs)} finding(s) in steps {fmt(m.get('first_step'))}..{fmt(m.get('last_step'))}"
-    body = [banner(status, headline, [e(_when(doc))])]
-    causes = doc.get("root_causes") or []
-    if causes:
-        body.append("<h2>Root cause</h2><ul>" + "".join(f"<li>{e(t)}</li>" for t in dv.text_items(causes)) + "</ul>")
-    curve = plots.training_curves(dv.steps(doc), fs)
-    if plots.missing() and dv.steps(doc):
-        body.append(f'<h2>Loss and gradient norm</h2><p class="muted">{e(plots.missing())}</p>')
-    if curve:
-        body.append("<h2>Loss and gradient norm</h2>" + img(curve, "loss and grad norm per step")
-                    + '<p class="muted">Dotted red lines: steps with findings; red crosses: NaN/Inf values.</p>')
-    body.append(_findings_list(doc))
-    if m:
-        body.append("<h2>Metrics</h2>" + table(["metric", "value"], [[e(k), e(fmt(v))] for k, v in m.items()]))
-    return page("llmdiag analyze-log report", "".join(body), doc)
-
-
-# ---------------------------------------------------------------- memory-estimate
-
-_PART_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
-
-
-def _memory_body(doc: Mapping[str, Any]) -> str:
-    parts = dv.breakdown(doc)
-    total = dv.breakdown_total(doc)
-    gpu = dv.gpu_memory_bytes(doc)
-    scale = max(x for x in (total or 0, gpu or 0, 1) if x)
-    bar = "".join(f'<div style="width:{100 * b / scale:.2f}%;background:{c}" title="{e(k)}: {gib(b)}">{e(k)}</div>'
-                  for (k, b), c in zip(parts.items(), _PART_COLORS * 2))
-    out = [f'<div class="bar">{bar}</div>']
-    if gpu:
-        out.append(f'<p class="muted">bar width = {gib(scale)}; GPU memory {gib(gpu)}'
-                   f"{' (' + e((doc.get('gpu_memory') or {}).get('name')) + ')' if isinstance(doc.get('gpu_memory'), Mapping) and doc['gpu_memory'].get('name') else ''}</p>")
-    rows = [[e(k), f'<span class="num">{gib(b)}</span>'] for k, b in parts.items()]
-    rows.append(["<b>total</b>", f"<b>{gib(total)}</b>"])
-    out.append(table(["component", "per GPU"], rows))
-    sugg = dv.text_items(doc.get("suggestions"))
-    if sugg:
-        out.append("<h3>Suggestions</h3><ul>" + "".join(f"<li>{e(s)}</li>" for s in sugg) + "</ul>")
-    checks = [c for c in doc.get("plan_checks") or () if isinstance(c, Mapping)]
-    if checks:
-        out.append("<h3>Plan checks</h3>" + table(["status", "check", "result"], [
-            [badge(dv.status_of(c.get("status"), "pass")), e(c.get("check") or c.get("name")),
-             e(c.get("summary") or c.get("message"))] for c in checks]))
-    return "".join(out)
-
-
-def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    word, why = dv.verdict(doc)
-    st = dv.verdict_status(doc)
-    head = f"{word}: {gib(dv.breakdown_total(doc))} per GPU of {gib(dv.gpu_memory_bytes(doc))}"
-    body = banner(st, head, [e(why)] if why else []) + _memory_body(doc) + runbook_html("cuda-oom" if st != "pass" else None)
-    return page("llmdiag estimate-memory report", body, doc)
-
-
-# ---------------------------------------------------------------- monitor
-
-
-def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    from llmdiag.reports import plots
-
-    alerts = [a for a in doc.get("alerts") or () if isinstance(a, Mapping)]
-    st = dv.status_of(doc.get("status"))
-    head = f"{doc.get('samples', 0)} sample(s) on {doc.get('node', '?')}, {len(alerts)} alert(s)"
-    lines = [e(doc.get("gpu_note") or f"{doc.get('gpu_count', 0)} GPU(s)")]
-    body = [banner(st, head, lines)]
-    series = doc.get("series") or {}
-    if series and plots.missing():
-        body.append(f'<p class="muted">{e(plots.missing())}</p>')
-    for key, title, unit in (("gpu_util", "GPU utilisation", "%"), ("gpu_mem", "GPU memory used", "%"),
-                             ("gpu_temp", "GPU temperature", "°C"), ("host", "Host CPU and memory", "%")):
-        if isinstance(series.get(key), Mapping):
-            body.append(img(plots.timeline(series[key], title, unit), title))
-    if alerts:
-        body.append("<h2>Alerts</h2>")
-        for a in alerts:
-            sev = "fail" if a.get("severity") == "critical" else "warn"
-            body.append(f'<div class="finding {sev}">{badge(sev)} <b>{e(a.get("rule"))}</b> '
-                        f'{e(a.get("device") or "")} — {e(a.get("message"))}{runbook_html(a.get("runbook"))}</div>')
-    body.append(json_block(doc.get("latest") or {}, "latest sample"))
-    return page("llmdiag monitor report", "".join(body), doc)
+    d: D.NcclBenchDoc = D.read(doc)
+    w = d.world
+    head = f"nccl-bench on {w.world_size} rank(s)" if w else "nccl-bench"
+    lines = []
+    if w:
+        lines.append(e(f"{fmt(w.nodes)} node(s), backend {fmt(w.backend)} on {fmt(w.device)}, torch "
+                       f"{fmt(w.torch_version)}, NCCL {fmt(w.nccl_version)}"))
+    # the top-level plateau is the first collective's: with several, name each one's
+    nums = [f"{c.collective}: plateau {fmt(D.number(c.plateau_busbw))} GB/s, avg {fmt(D.number(c.avg_busbw))} GB/s"
+            for c in d.collectives] or [f"plateau busbw {fmt(D.number(d.plateau_busbw))} GB/s"]
+    if d.expected_busbw is not None:
+        nums.append(f"expected {fmt(d.expected_busbw)} GB/s")
+    lines.append(e(" · ".join(nums)))
+    body = [banner(D.status_of(d.status), head, lines), "<h2>Checks</h2>",
+            _checks_section(d.findings, lambda c: c.node or ""), "<h2>Bandwidth</h2>", _bench_body(d)]
+    if d.spec:
+        body.append(json_block(d.spec, "benchmark settings"))
+    return page("llmdiag nccl-bench report", "".join(body), doc)
 
 
 def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    st = dv.status_of(doc.get("status"))
-    body = banner(st, str(doc.get("command", "report")), [e(_when(doc))]) + json_block(
-        doc, "document")
+    st = D.status_of(doc.get("status"))
+    body = banner(st, str(doc.get("command", "report")), [e(when_text(doc.get("created_at")))]) + json_block(doc, "document")
     return page(f"llmdiag {doc.get('command', '')} report", body, doc)
+

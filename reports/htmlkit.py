@@ -1,7 +1,8 @@
 """Building blocks of the self-contained HTML report: page shell, CSS, escaped fragments.
 
-The page loads nothing: CSS is inline, there is no script, plots are data URIs, fonts are the
-system's. Every piece of document text goes through :func:`e` (``html.escape``) — log lines and
+The page loads nothing: CSS is inline, there is no script, plots are inline SVG
+(:mod:`llmdiag.reports.plots`), fonts are the system's. Markdown (runbooks, remediations) goes
+through markdown-it-py with raw HTML off. Every piece of document text goes through :func:`e` (``html.escape``) — log lines and
 evidence are untrusted. Details open on click with ``<details>``; hover shows a ``title``.
 """
 
@@ -35,7 +36,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .cell.missing{background:repeating-linear-gradient(45deg,#fbe9e7,#fbe9e7 6px,#ffccbc 6px,#ffccbc 12px);color:var(--fail);font-weight:700}
 .pop{position:absolute;z-index:5;left:0;top:100%;width:26em;text-align:left;background:#fff;border:1px solid #999;
  box-shadow:0 2px 8px rgba(0,0,0,.25);padding:8px;font-size:13px}
-.matrix th.node{white-space:nowrap}.matrix th.check{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-size:12px}
+.matrix td.cell{color:#fff;font-weight:700;font-size:11px;padding:3px 6px}.matrix td.cell.pass{background:var(--pass)}.matrix td.cell.warn{background:var(--warn)}.matrix td.cell.fail{background:var(--fail)}.matrix td.cell.skip{background:#9e9e9e}.matrix td.cell.missing{color:var(--fail)}.matrix th.sub{font-size:11px;font-weight:500}.matrix th.node{white-space:nowrap}.matrix th.check{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-size:12px}
 .heat td{width:56px;height:28px;text-align:center;font-size:12px}
 .heat .ok{background:#a5d6a7}.heat .refused{background:#ffab91}.heat .timeout{background:#e57373;color:#fff}
 .heat .fail{background:#c62828;color:#fff}.heat .self{background:#eee;color:#999}.heat .unknown{background:#fff3c4}
@@ -48,6 +49,12 @@ code{padding:0 3px}pre{padding:8px;overflow:auto;white-space:pre-wrap}
 .bar{display:flex;height:26px;border:1px solid #999;width:100%;max-width:900px;background:#fff}
 .bar div{height:100%;overflow:hidden;font-size:11px;color:#fff;white-space:nowrap;padding-left:3px;box-sizing:border-box}
 footer{margin-top:32px;color:#888;font-size:12px}
+.charts{display:flex;flex-wrap:wrap;gap:8px}.chart{background:#fff;border:1px solid var(--line);max-width:100%;height:auto}
+.small .chart{width:340px}.group{flex-basis:100%}.group h3{margin:4px 0}.lead{font-size:15px;margin:8px 0}.cap{position:relative}
+.cap .limit{position:absolute;top:-4px;bottom:-4px;border-left:2px dashed var(--fail)}
+ul.compact{margin:4px 0;padding-left:18px}ul.compact li{margin:1px 0}
+.finding .fix p{display:inline;margin:0}.scroll{overflow-x:auto;max-width:100%}
+@media (max-width:900px){main{padding:8px}.small .chart{width:100%}}
 """
 
 STATUS_LABEL = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
@@ -91,10 +98,25 @@ def json_block(value: Any, title: str) -> str:
     return f"<details><summary>{e(title)}</summary><pre>{e(text)}</pre></details>"
 
 
-def img(uri: str | None, alt: str) -> str:
-    if not uri or not uri.startswith("data:image/"):
+def md(text: str | None, heading_offset: int = 0) -> str:
+    """Markdown as HTML (CommonMark plus tables; raw HTML in the input is shown as text)."""
+    if not text:
         return ""
-    return f'<img class="plot" src="{e(uri)}" alt="{e(alt)}">'
+    from markdown_it import MarkdownIt
+
+    out = MarkdownIt("commonmark", {"html": False}).enable("table").render(str(text))
+    for level in range(6 - heading_offset, 0, -1) if heading_offset else ():
+        out = out.replace(f"<h{level}>", f"<h{level + heading_offset}>").replace(f"</h{level}>", f"</h{level + heading_offset}>")
+    return out
+
+
+def md_inline(text: str | None) -> str:
+    """One line of Markdown (a remediation) without the surrounding paragraph."""
+    if not text:
+        return ""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).renderInline(str(text))
 
 
 def runbook_html(runbook_id: str | None) -> str:
@@ -102,13 +124,12 @@ def runbook_html(runbook_id: str | None) -> str:
     if not runbook_id:
         return ""
     from llmdiag import runbooks
-    from llmdiag.reports.mdhtml import to_html
 
     if not runbooks.exists(runbook_id):
         return f'<p class="muted">runbook <code>{e(runbook_id)}</code> is not installed</p>'
     return (f'<details class="runbook"><summary>Runbook: {e(runbooks.title(runbook_id))} '
             f'<code>llmdiag runbook {e(runbook_id)}</code></summary>'
-            f"{to_html(runbooks.text(runbook_id), heading_offset=2)}</details>")
+            f"{md(runbooks.text(runbook_id), heading_offset=2)}</details>")
 
 
 def banner(status: str, headline: str, lines: Iterable[str] = ()) -> str:

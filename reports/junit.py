@@ -1,12 +1,16 @@
 """JUnit XML for CI systems: a report becomes test suites of test cases.
 
-Mapping (the same for every kind; docs/reports.md has the details):
-- fail → ``<failure message="summary" type="runbook id">`` with evidence, remediation and
-  the runbook command in the body;
+The output follows the dialect of Jenkins' junit-10.xsd (tests/reports/data/junit-10.xsd checks
+it): counts on ``<testsuite>`` (``skipped`` only there), no ``<properties>`` in a test case.
+Test names are stable from run to run, so CI trend and flaky-test tracking work:
+``probe/check[node]`` for preflight, ``kind[rank N]`` for log findings (one case per kind and
+rank), ``collective[size B]`` for nccl-bench rows, ``rule[node]`` for monitor alerts.
+
+- fail → ``<failure message="reason. Fix: ...">`` with evidence, fix and the runbook command in
+  the body;
 - skip → ``<skipped message="reason"/>``;
-- warn → a passing test case with ``<properties><property name="status" value="warn"/>``
-  and the details in ``<system-out>`` (CI systems show it, the gate stays green) — unless
-  the report is ``strict`` (``--strict``), where a warning fails the run and so becomes a
+- warn → a passing case with ``WARN: ...`` in ``<system-out>`` (CI systems show it, the gate
+  stays green) — unless the report is ``strict`` (``--strict``), where a warning becomes a
   ``<failure>`` too.
 Text from logs may hold control characters that XML 1.0 cannot carry; they are replaced.
 """
@@ -18,7 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from llmdiag.reports import docview as dv
+from llmdiag import documents as D
 from llmdiag.reports.base import RenderOptions
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -26,6 +30,11 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 def _clean(text: Any) -> str:
     return _XML_BAD.sub("\ufffd", str(text if text is not None else ""))
+
+
+def reason_and_fix(reason: str, fix: str | None) -> str:
+    """A failure message: what is wrong, then what to do about it."""
+    return f"{reason.rstrip('. ')}. Fix: {fix}" if fix else reason
 
 
 class Suites:
@@ -43,13 +52,11 @@ class Suites:
             s = ET.SubElement(self.root, "testsuite", name=_clean(suite))
             self._suites[suite] = s
         tc = ET.SubElement(s, "testcase", classname=_clean(classname), name=_clean(name))
-        t = dv.finite(time_s)
+        t = D.number(time_s)
         if t is not None:
             tc.set("time", f"{t:.3f}")
-        status = dv.status_of(status, "pass")
+        status = D.status_of(status, "pass")
         if status == "warn" and not self.strict:
-            props = ET.SubElement(tc, "properties")
-            ET.SubElement(props, "property", name="status", value="warn")
             ET.SubElement(tc, "system-out").text = _clean(f"WARN: {message}\n{details}".rstrip())
         elif status in ("fail", "warn"):
             el = ET.SubElement(tc, "failure", message=_clean(message), type=_clean(kind or status))
@@ -73,129 +80,134 @@ class Suites:
                 s.set(k, str(v))
                 totals[k] += v
         for k, v in totals.items():
-            self.root.set(k, str(v))
+            if k != "skipped":  # junit-10.xsd: <testsuites> has no skipped count
+                self.root.set(k, str(v))
         ET.indent(self.root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(self.root, encoding="unicode") + "\n"
 
 
-def _result_details(r: Mapping[str, Any]) -> str:
+def _check_details(c: D.Finding) -> str:
     from llmdiag.reports.cluster import evidence_line
 
-    lines = [str(r.get("summary", ""))]
-    for ev in r.get("evidence") or ():
-        if isinstance(ev, Mapping) and "name" in ev:
-            lines.append("  " + evidence_line(ev))
-    if r.get("remediation"):
-        lines.append(f"fix: {r['remediation']}")
-    if r.get("runbook"):
-        lines.append(f"runbook: llmdiag runbook {r['runbook']}")
+    lines = [c.summary]
+    lines += ["  " + evidence_line(dict(name=ev.name, observed=ev.observed, expected=ev.expected, unit=ev.unit))
+              for ev in c.evidence]
+    if c.remediation:
+        lines.append(f"fix: {c.remediation}")
+    if c.runbook:
+        lines.append(f"runbook: llmdiag runbook {c.runbook}")
     return "\n".join(lines)
 
 
-def _add_results(js: Suites, rs: list[Mapping[str, Any]], suite_of, prefix: str = "llmdiag") -> None:
-    for r in rs:
-        suite = suite_of(r)
-        js.case(suite, f"{prefix}.{suite}.{r.get('probe', '?')}", str(r.get("check", "?")), str(r.get("status")),
-                str(r.get("summary", "")), _result_details(r), str(r.get("runbook") or ""), r.get("duration_s"))
+def _check_case(js: Suites, suite: str, classname: str, name: str, c: D.Finding) -> None:
+    js.case(suite, classname, name, c.status, reason_and_fix(c.summary, c.remediation), _check_details(c),
+            c.runbook or c.status, getattr(c, "duration_s", None))
 
 
 def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    js = Suites(f"llmdiag {doc.get('command', 'preflight')}", strict=bool(doc.get("strict")))
-    known = set(dv.node_names(doc))
-    _add_results(js, dv.results(doc),
-                 lambda r: str(r.get("node")) if r.get("scope", "node") == "node" and r.get("node") in known
-                 else "cluster")
-    for node in dv.missing_nodes(doc):
-        js.case(node, f"llmdiag.{node}", "reported", "fail", f"node {node} never reported",
+    d: D.ClusterDoc = D.read(doc)
+    js = Suites(f"llmdiag {d.command or 'preflight'}", strict=d.strict)
+    known = set(d.node_names())
+    for r in d.results:
+        node_scope = (r.scope or "node") == "node" and r.node in known
+        suite = r.node if node_scope else "cluster"
+        _check_case(js, suite, f"llmdiag.preflight.{r.probe or 'check'}",
+                    f"{r.label}[{r.node}]" if r.node else r.label, r)
+    for node in d.missing_nodes:
+        js.case(node, "llmdiag.preflight.cluster", f"cluster/reported[{node}]", "fail",
+                reason_and_fix(f"node {node} never reported", f"check that {node} is up and its llmdiag agent ran"),
                 "The node was expected but sent no report: it is down, unreachable, or its agent failed.",
                 "cluster-node-missing")
-    secs = doc.get("sections") or {}
-    if isinstance(secs.get("nccl_bench"), Mapping):
-        _bench_cases(js, secs["nccl_bench"])
-    if isinstance(secs.get("memory"), Mapping):
-        _memory_cases(js, secs["memory"])
     return js.text()
 
 
-def _bench_cases(js: Suites, doc: Mapping[str, Any]) -> None:
-    for r in doc.get("checks") or ():
-        if isinstance(r, Mapping) and "status" in r:
-            _add_results(js, [r], lambda r: "nccl-bench")
-    for row in dv.bench_rows(doc):
-        wrong = [row[p].get("wrong") for p in dv.PLACEMENTS if row[p].get("wrong") is not None]
-        bw = row["out_of_place"].get("busbw")
-        bad = any(w > 0 for w in wrong)
-        msg = f"{row['collective']} {row['size_bytes']} B: busbw {bw if bw is not None else '-'} GB/s"
-        js.case("nccl-bench", f"llmdiag.nccl-bench.{row['collective']}", f"{row['size_bytes']} B",
-                "fail" if bad else "pass", msg + (f", {max(wrong):g} wrong elements" if bad else ""),
-                "" if not bad else "Collective results were wrong: a data corruption on a GPU or link.",
-                "nccl-wrong-results" if bad else "")
-    for p in dv.pairs(doc):
-        st = dv.status_of(p.get("status"), "pass")
-        js.case("nccl-bench", "llmdiag.nccl-bench.pairwise", f"{p['a']} <-> {p['b']}", st,
-                f"busbw {p['busbw'] if p['busbw'] is not None else '-'} GB/s")
-
-
 def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    js = Suites("llmdiag nccl-bench")
-    _bench_cases(js, doc)
-    js.case("nccl-bench", "llmdiag.nccl-bench", "overall", str(doc.get("status")),
-            str(doc.get("summary") or f"nccl-bench {doc.get('status')}"), kind="nccl-bench")
+    d: D.NcclBenchDoc = D.read(doc)
+    js = Suites("llmdiag nccl-bench", strict=False)
+    suite = "nccl-bench"
+    for c in d.findings:
+        _check_case(js, suite, "llmdiag.nccl-bench.check", c.check, c)
+    for r in d.results:
+        wrong = [r.placement(p).wrong for p in ("out_of_place", "in_place") if isinstance(r.placement(p).wrong, int)]
+        bad = any(w > 0 for w in wrong)
+        bw = D.number(r.placement("out_of_place").busbw)
+        msg = f"{r.collective} {r.size} B: busbw {bw:.4g} GB/s" if bw is not None else f"{r.collective} {r.size} B"
+        js.case(suite, f"llmdiag.nccl-bench.{r.collective}", f"{r.collective}[{r.size} B]", "fail" if bad else "pass",
+                reason_and_fix(msg + f", {max(wrong)} wrong elements", "run `llmdiag nccl-bench --pairwise` and "
+                               "check the GPUs' ECC counters (`nvidia-smi -q -d ECC`)") if bad else msg,
+                "Collective results were wrong: data corruption on a GPU or link." if bad else "",
+                "nccl-wrong-results" if bad else "")
+    if d.pairwise:
+        for lk in d.pairwise.links:
+            gbps, thr = D.number(lk.gbps), D.number(d.pairwise.threshold_gbps)
+            slow = gbps is not None and thr is not None and gbps < thr and not d.pairwise.loopback
+            js.case(suite, "llmdiag.nccl-bench.pairwise", f"pairwise[{lk.a} <-> {lk.b}]", "warn" if slow else "pass",
+                    f"busbw {gbps if gbps is not None else '-'} GB/s" + (f", below {thr:.3g}" if slow else ""))
     return js.text()
 
 
 def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    d: D.LogAnalysisDoc = D.read(doc)
     js = Suites("llmdiag analyze-log")
-    fs = dv.findings(doc)
-    for i, f in enumerate(fs):
-        where = ":".join(str(x) for x in (f.get("file"), f.get("line")) if x is not None)
-        name = f"{f.get('kind', 'finding')} #{i + 1}" + (f" rank {f['rank']}" if f.get("rank") is not None else "")
-        details = "\n".join(str(x) for x in (
-            f.get("message"), f"at {where}" if where else None, f"step {f['step']}" if f.get("step") is not None else None,
-            f"cause: {f['cause']}" if f.get("cause") else None, f"next: {f['next_step']}" if f.get("next_step") else None,
-            f"runbook: llmdiag runbook {f['runbook']}" if f.get("runbook") else None) if x)
-        js.case("analyze-log", f"llmdiag.analyze-log.{f.get('kind', 'finding')}", name,
-                dv.severity_status(f.get("severity")), str(f.get("message", "")), details, str(f.get("runbook") or ""))
-    if not fs:
-        js.case("analyze-log", "llmdiag.analyze-log", "no findings", "pass", "no problem found in the log")
+    groups: dict[tuple[str, Any], list[D.LogFinding]] = {}
+    for f in d.findings:
+        groups.setdefault((f.kind, f.rank), []).append(f)
+    for (kind, rank), fs in groups.items():
+        worst = D.worst(f.status for f in fs)
+        first = fs[0]
+        details = "\n".join(
+            "\n".join(str(x) for x in (f.message, f"at {f.where}" if f.where else None,
+                                       f"step {f.step}" if f.step is not None else None) if x) for f in fs)
+        details += "".join(f"\n{label}: {v}" for label, v in (("cause", first.cause), ("next", first.next_step),
+                                                              ("runbook", first.runbook and f"llmdiag runbook {first.runbook}"))
+                           if v)
+        where = f" ({first.where})" if first.where else ""
+        name = f"{kind}[rank {rank}]" if rank is not None else kind
+        js.case("analyze-log", "llmdiag.analyze-log.finding", name, worst,
+                reason_and_fix(first.message + where, first.next_step), details, first.runbook or "")
+    if not d.findings:
+        js.case("analyze-log", "llmdiag.analyze-log.finding", "none", "pass", "no problem found in the log")
     return js.text()
 
 
-def _memory_cases(js: Suites, doc: Mapping[str, Any]) -> None:
-    word, why = dv.verdict(doc)
-    total, gpu = dv.breakdown_total(doc), dv.gpu_memory_bytes(doc)
-    detail = f"predicted {total / 2**30:.2f} GiB" if total is not None else "no total"
-    if gpu is not None:
-        detail += f" of {gpu / 2**30:.2f} GiB"
-    js.case("estimate-memory", "llmdiag.estimate-memory", "fits", dv.verdict_status(doc), f"{word}: {why or detail}",
-            detail + "".join(f"\n- {s}" for s in dv.text_items(doc.get("suggestions"))), "cuda-oom")
-    for r in doc.get("plan_checks") or ():
-        if isinstance(r, Mapping):
-            name = r.get("check") or r.get("name") or "plan"
-            js.case("estimate-memory", "llmdiag.estimate-memory.plan", str(name), str(r.get("status", "pass")),
-                    str(r.get("summary") or r.get("message") or ""), _result_details(r), str(r.get("runbook") or ""))
-
-
 def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    d: D.MemoryEstimateDoc = D.read(doc)
     js = Suites("llmdiag estimate-memory")
-    _memory_cases(js, doc)
+    gib = 2**30
+    detail = f"predicted {d.total / gib:.2f} GiB per GPU" if d.total is not None else "no total"
+    if d.gpu_memory:
+        detail += f" of {d.gpu_memory / gib:.2f} GiB"
+    fix = None
+    if d.verdict != "fits":
+        fix = (f"try: {d.suggestions[0].change}" if d.suggestions
+               else "shard more (tp/pp/ZeRO), recompute activations or lower the micro batch")
+    js.case("estimate-memory", "llmdiag.estimate-memory", "fits",
+            "pass" if d.verdict == "fits" else ("warn" if d.verdict == "tight" else "fail"),
+            reason_and_fix(f"{d.verdict}: {detail}", fix),
+            detail + "".join(f"\n- {s.change}: {s.total / gib:.2f} GiB" for s in d.suggestions), "cuda-oom")
+    for c in d.plan_checks:
+        js.case("estimate-memory", "llmdiag.estimate-memory.plan", f"plan/{c.check}", c.severity,
+                reason_and_fix(c.message, c.fix), c.message + (f"\nfix: {c.fix}" if c.fix else ""), c.runbook or "")
     return js.text()
 
 
 def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    d: D.MonitorDoc = D.read(doc)
     js = Suites("llmdiag monitor")
-    node = str(doc.get("node") or "node")
-    fired: dict[str, list[Mapping[str, Any]]] = {}
-    for a in doc.get("alerts") or ():
-        fired.setdefault(str(a.get("rule")), []).append(a)
-    for rule in list(doc.get("rules") or ()) + [r for r in fired if r not in (doc.get("rules") or ())]:
+    node = d.node or "node"
+    fired: dict[str, list[D.Alert]] = {}
+    for a in d.alerts:
+        fired.setdefault(a.rule, []).append(a)
+    for rule in list(d.rules) + [r for r in fired if r not in d.rules]:
         alerts = fired.get(rule, [])
-        st = "fail" if any(a.get("severity") == "critical" for a in alerts) else ("warn" if alerts else "pass")
-        msg = f"{len(alerts)} alert(s): {alerts[0].get('message')}" if alerts else "no alert"
-        js.case(node, f"llmdiag.monitor.{node}", rule, st, msg,
-                "\n".join(str(a.get("message")) for a in alerts), str(alerts[0].get("runbook") or "") if alerts else "")
-    if not doc.get("gpu_count"):
-        js.case(node, f"llmdiag.monitor.{node}", "gpus", "skip", str(doc.get("gpu_note") or "GPUs absent"))
+        st = "fail" if any(a.severity == "critical" for a in alerts) else ("warn" if alerts else "pass")
+        rb = alerts[0].runbook if alerts else None
+        msg = f"{len(alerts)} alert(s): {alerts[0].message}" if alerts else "no alert"
+        js.case(node, f"llmdiag.monitor.{node}", f"{rule}[{node}]", st,
+                reason_and_fix(msg, f"llmdiag runbook {rb}" if rb else None),
+                "\n".join(a.message for a in alerts), rb or "")
+    if not d.gpu_count:
+        js.case(node, f"llmdiag.monitor.{node}", f"gpus[{node}]", "skip", d.gpu_note or "GPUs absent")
     return js.text()
 
 

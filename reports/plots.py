@@ -1,146 +1,174 @@
-"""Plots for the HTML report, drawn with matplotlib (Agg) and embedded as SVG data URIs.
+"""Small line charts drawn as inline SVG by our own code: no matplotlib, no script, no fetch.
 
-matplotlib is imported lazily (it costs ~0.5 s). The SVG has text as paths and no external
-references, and it is embedded through ``<img src="data:...">`` so it cannot run script or
-fetch anything. Output is deterministic (fixed hash salt, no date) so reports diff cleanly.
+A report is complete on a default install: every plot is a few hundred bytes of ``<svg>``
+markup in the page. :func:`chart` draws one panel: lines (faint raw values with an optional
+bold smoothed copy), log or linear axes, horizontal reference lines (a plateau, an expected
+value, a capacity), vertical event marks and markers for non-finite values.
 """
 
 from __future__ import annotations
 
-import base64
-import io
+import dataclasses
+import html
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from llmdiag.reports import docview as dv
-
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 
 
-#: shown in place of the plots when matplotlib is absent (it is the optional extra ``plots``)
-MISSING = ("Plots omitted: matplotlib is not installed (pip install 'llmdiag[plots]'). "
-           "Every number is in the tables of this report.")
+@dataclasses.dataclass
+class Line:
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float | None]  # None or NaN: a gap (and a marker when ``bad`` lists it)
+    color: str = ""
+    faint: bool = False
+    dashed: bool = False
 
 
-def missing() -> str | None:
-    """None when plots can be drawn, else the note to show instead."""
-    import importlib.util
+@dataclasses.dataclass
+class Mark:
+    """A vertical (``x``) or horizontal (``y``) reference line with a short label."""
 
-    return None if importlib.util.find_spec("matplotlib") is not None else MISSING
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.hashsalt": "llmdiag", "svg.fonttype": "path", "font.size": 9})
-    return plt
+    label: str
+    x: float | None = None
+    y: float | None = None
+    color: str = "#c62828"
 
 
-def _uri(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    _pyplot().close(fig)
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+def smooth(ys: Sequence[float | None], window: int = 0) -> list[float | None]:
+    """Centred moving average over ``window`` points (default: a twentieth of the series), so
+    the smoothed line does not lag the raw one; gaps stay gaps."""
+    w = max(1, window or len(ys) // 20) // 2
+    out: list[float | None] = []
+    for i, y in enumerate(ys):
+        if y is None or not math.isfinite(y):
+            out.append(None)
+            continue
+        near = [v for v in ys[max(0, i - w):i + w + 1] if v is not None and math.isfinite(v)]
+        out.append(sum(near) / len(near))
+    return out
 
 
-def _size_label(n: float, _pos=None) -> str:
+def _fmt(v: float) -> str:
+    a = abs(v)
+    if a and (a >= 1e7 or a < 1e-3):
+        return f"{v:.1e}"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def size_label(n: float) -> str:
     for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if n >= div:
             return f"{n / div:g}{unit}"
     return f"{n:g}"
 
 
-def bandwidth(rows: Sequence[Mapping[str, Any]], collective: str, plateau: float | None = None) -> str | None:
-    """busbw vs message size for one collective, out-of-place and in-place; None when no data."""
-    if missing():
-        return None
-    pts = {p: [(r["size_bytes"], r[p].get("busbw")) for r in rows if r.get("size_bytes") and r[p].get("busbw") is not None
-               and math.isfinite(r[p]["busbw"])] for p in dv.PLACEMENTS}
-    if not any(pts.values()):
-        return None
-    plt = _pyplot()
-    from matplotlib.ticker import FuncFormatter
-
-    fig, ax = plt.subplots(figsize=(6.0, 3.0))
-    for (placement, data), color, marker in zip(pts.items(), _COLORS, ("o", "s")):
-        if data:
-            data.sort()
-            ax.plot([d[0] for d in data], [d[1] for d in data], marker=marker, ms=3, color=color,
-                    label=placement.replace("_", "-"))
-    if plateau is not None:
-        ax.axhline(plateau, color="#444", ls="--", lw=0.8, label=f"plateau {plateau:.3g} GB/s")
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(collective)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    return _uri(fig)
+def _ticks(lo: float, hi: float, log: bool, base: int = 10) -> list[float]:
+    if log:
+        a, b = math.floor(math.log(lo, base) + 1e-9), math.ceil(math.log(hi, base) - 1e-9)
+        step = max(1, math.ceil((b - a) / 7))
+        return [float(base) ** k for k in range(a, b + 1, step) if lo * 0.999 <= base ** k <= hi * 1.001] or [lo, hi]
+    span = hi - lo
+    raw = span / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), default=raw)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step) + 1)]
 
 
-def training_curves(rows: Sequence[Mapping[str, Any]], anomalies: Sequence[Mapping[str, Any]]) -> str | None:
-    """Loss and grad-norm per step (one line per rank, at most 8), anomalies as red markers."""
-    if missing():
-        return None
-    series = [k for k in ("loss", "grad_norm") if any(dv.number(r.get(k)) is not None for r in rows)]
-    if not series:
-        return None
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(series), 1, figsize=(7.0, 2.4 * len(series)), sharex=True, squeeze=False)
-    by_rank: dict[Any, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        by_rank.setdefault(r.get("rank"), []).append(r)
-    ranks = sorted(by_rank, key=lambda x: (x is None, x))[:8]
-    for ax, key in zip(axes[:, 0], series):
-        finite_vals = []
-        for rank, color in zip(ranks, _COLORS):
-            data = sorted((dv.number(r["step"]), dv.number(r.get(key))) for r in by_rank[rank]
-                          if dv.number(r.get(key)) is not None)
-            xs = [d[0] for d in data]
-            ys = [d[1] if math.isfinite(d[1]) else float("nan") for d in data]
-            finite_vals += [y for y in ys if math.isfinite(y)]
-            label = f"rank {rank}" if rank is not None else key
-            ax.plot(xs, ys, color=color, lw=1.0, label=label)
-            bad = [x for x, d in zip(xs, data) if not math.isfinite(d[1])]
-            if bad:
-                top = max(finite_vals) if finite_vals else 1.0
-                ax.scatter(bad, [top] * len(bad), marker="x", color="#d62728", zorder=5, label=f"non-finite {key}")
-        for a in anomalies:
-            step = dv.number(a.get("step"))
-            if step is not None:
-                ax.axvline(step, color="#d62728", lw=0.8, ls=":", alpha=0.8)
-        ax.set_ylabel(key.replace("_", " "))
-        ax.grid(True, alpha=0.3)
-        if len(ranks) > 1 or any(a.get("step") is not None for a in anomalies):
-            ax.legend(loc="upper right", fontsize=7)
-    marked = [a for a in anomalies if dv.number(a.get("step")) is not None]
-    for a in marked[:12]:
-        axes[0, 0].annotate(str(a.get("kind", "")), (dv.number(a["step"]), 1.0), xycoords=("data", "axes fraction"),
-                            fontsize=7, color="#d62728", rotation=90, va="top", ha="right")
-    axes[-1, 0].set_xlabel("step")
-    return _uri(fig)
+def chart(lines: Sequence[Line], *, title: str = "", xlabel: str = "", ylabel: str = "", logx: bool = False,
+          logy: bool = False, marks: Sequence[Mark] = (), bad_x: Sequence[float] = (), xfmt=None,
+          width: int = 560, height: int = 220, y0: bool = False, xbase: int = 10) -> str:
+    """One panel as an ``<svg>`` element; empty string when there is nothing to draw."""
+    pts = [(x, y) for ln in lines for x, y in zip(ln.xs, ln.ys)
+           if y is not None and math.isfinite(y) and (not logx or x > 0) and (not logy or y > 0)]
+    if not pts:
+        return ""
+    xs = [p[0] for p in pts] + [m.x for m in marks if m.x is not None] + list(bad_x)
+    ys = [p[1] for p in pts] + [m.y for m in marks if m.y is not None and (not logy or m.y > 0)]
+    xlo, xhi = min(xs), max(xs)
+    ylo, yhi = min(ys), max(ys)
+    if y0 and not logy:
+        ylo = min(0.0, ylo)
+    if xlo == xhi:
+        xlo, xhi = xlo - 1, xhi + 1
+    if ylo == yhi:
+        pad = abs(ylo) * 0.1 or 1.0
+        ylo, yhi = (ylo / 2, yhi * 2) if logy else (ylo - pad, yhi + pad)
+    L, R, T, B = 58, 26, 22 if title else 8, 34
+    pw, ph = width - L - R, height - T - B
 
+    def tx(x: float) -> float:
+        f = (math.log10(x) - math.log10(xlo)) / (math.log10(xhi) - math.log10(xlo)) if logx else (x - xlo) / (xhi - xlo)
+        return L + f * pw
 
-def timeline(series: Mapping[str, Mapping[str, Sequence[Any]]], title: str, unit: str) -> str | None:
-    """Lines of ``{label: {"t": [...], "v": [...]}}`` over time (seconds from the start)."""
-    if missing():
-        return None
-    if not any(s.get("v") for s in series.values()):
-        return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 2.4))
-    for (label, s), color in zip(series.items(), _COLORS * 4):
-        ax.plot(s.get("t") or [], [dv.number(v) if v is not None else float("nan") for v in s.get("v") or []],
-                color=color, lw=1.0, label=label)
-    ax.set_title(title)
-    ax.set_xlabel("seconds since start")
-    ax.set_ylabel(unit)
-    ax.grid(True, alpha=0.3)
-    if len(series) > 1:
-        ax.legend(loc="upper left", fontsize=7)
-    return _uri(fig)
+    def ty(y: float) -> float:
+        f = (math.log10(y) - math.log10(ylo)) / (math.log10(yhi) - math.log10(ylo)) if logy else (y - ylo) / (yhi - ylo)
+        return T + ph - f * ph
+
+    e = html.escape
+    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{e(title or ylabel)}">',
+           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="#fff" stroke="#bbb"/>']
+    if title:
+        out.append(f'<text x="{L}" y="14" font-size="12" font-weight="600">{e(title)}</text>')
+    for v in _ticks(ylo, yhi, logy):
+        y = ty(v)
+        out.append(f'<line x1="{L}" x2="{L + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+                   f'<text x="{L - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{e(_fmt(v))}</text>')
+    for v in _ticks(xlo, xhi, logx, xbase):
+        x = tx(v)
+        lab = xfmt(v) if xfmt else _fmt(v)
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{T}" y2="{T + ph}" stroke="#eee"/>'
+                   f'<text x="{x:.1f}" y="{T + ph + 13}" font-size="10" text-anchor="middle">{e(lab)}</text>')
+    if xlabel:
+        out.append(f'<text x="{L + pw / 2}" y="{height - 4}" font-size="10" text-anchor="middle">{e(xlabel)}</text>')
+    if ylabel:
+        out.append(f'<text x="12" y="{T + ph / 2}" font-size="10" text-anchor="middle" '
+                   f'transform="rotate(-90 12 {T + ph / 2})">{e(ylabel)}</text>')
+    for i, ln in enumerate(lines):
+        color = ln.color or COLORS[i % len(COLORS)]
+        segs, cur = [], []
+        for x, y in zip(ln.xs, ln.ys):
+            if y is None or not math.isfinite(y) or (logx and x <= 0) or (logy and y <= 0):
+                if cur:
+                    segs.append(cur)
+                cur = []
+                continue
+            cur.append(f"{tx(x):.1f},{ty(y):.1f}")
+        if cur:
+            segs.append(cur)
+        style = ' stroke-opacity="0.3"' if ln.faint else ""
+        style += ' stroke-dasharray="4 3"' if ln.dashed else ""
+        for s in segs:
+            if len(s) == 1:
+                px, py = s[0].split(",")
+                out.append(f'<circle cx="{px}" cy="{py}" r="2.5" fill="{color}"/>')
+            else:
+                out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5"{style} points="{" ".join(s)}"/>')
+    for m in marks:
+        if m.y is not None and (not logy or m.y > 0) and ylo <= m.y <= yhi:
+            y = ty(m.y)
+            out.append(f'<line x1="{L}" x2="{L + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="{m.color}" stroke-dasharray="6 3"/>'
+                       f'<text x="{L + pw - 2}" y="{y - 3:.1f}" font-size="10" text-anchor="end" fill="{m.color}">'
+                       f'{e(m.label)}</text>')
+        if m.x is not None and (not logx or m.x > 0):
+            x = tx(m.x)
+            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{T}" y2="{T + ph}" stroke="{m.color}" stroke-dasharray="2 2"/>'
+                       f'<text x="{x + 2:.1f}" y="{T + 24}" font-size="9" fill="{m.color}">{e(m.label)}</text>')
+    for bx in bad_x:
+        x = tx(bx)
+        out.append(f'<text x="{x:.1f}" y="{T + ph - 3}" font-size="12" text-anchor="middle" fill="#c62828">×</text>')
+    named = [(ln, ln.color or COLORS[i % len(COLORS)]) for i, ln in enumerate(lines)
+             if ln.label and not ln.faint and any(y is not None and math.isfinite(y) for y in ln.ys)]
+    if len(named) > 1 or any(ln.faint for ln in lines):
+        lx = L + 6
+        for ln, color in named[:8]:
+            out.append(f'<rect x="{lx}" y="{T + 5}" width="10" height="3" fill="{color}"/>'
+                       f'<text x="{lx + 13}" y="{T + 10}" font-size="10">{e(ln.label)}</text>')
+            lx += 22 + 6 * len(ln.label)
+    out.append("</svg>")
+    return "".join(out)

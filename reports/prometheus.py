@@ -1,29 +1,135 @@
 """Prometheus text exposition format (0.0.4) for every document kind.
 
 Written for node_exporter's textfile collector (``--collector.textfile.directory``) and for
-``llmdiag monitor --prometheus-file`` / ``--port``. Every family has HELP and TYPE lines, label
-values are escaped (backslash, double quote, newline), and a metric is left out rather than
-written as a guess when the document lacks its value. Status codes everywhere: pass 0, skip 1,
+``llmdiag monitor --prometheus-file`` / ``--port``. The rules are prometheus_client's: base
+units (``_seconds``, ``_bytes``, ``_bytes_per_second``, ``_celsius``, ``_hertz``, ``_watts``,
+ratios 0–1), counters named ``*_total``, HELP and TYPE for every family, label values escaped.
+Every metric is declared once in :data:`METRICS` (name, type, labels, help); writing an
+undeclared one is an error, and docs/reports.md's metric list is generated from the table
+(``python -m llmdiag.reports.prometheus``).
+
+Every sample carries ``job`` (the command), ``run`` (which run: the document's ``run`` if it
+has one, else a short hash of what was examined) and, where the document knows it, ``node``:
+several runs and commands share one textfile directory without duplicate series.
+A value the document lacks is left out, never guessed. Status codes everywhere: pass 0, skip 1,
 warn 2, fail 3 (severity order, so ``llmdiag_check_status >= 3`` selects failures).
-docs/reports.md lists every metric.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
-import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-from llmdiag.reports import docview as dv
+from llmdiag import documents as D
 from llmdiag.reports.base import RenderOptions
 
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+STATUS_HELP = "pass 0, skip 1, warn 2, fail 3"
+_RUN = ("job", "run")
 
 
-def metric_name(text: str) -> str:
-    name = _NAME_BAD.sub("_", str(text)).strip("_").lower()
-    return name if name and not name[0].isdigit() else f"_{name}"
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    name: str
+    type: str  # gauge or counter (a counter's name ends in _total)
+    labels: tuple[str, ...]
+    help: str
+    section: str
+
+
+def _m(section: str, name: str, type_: str, labels: str, help_: str) -> Metric:
+    return Metric(name, type_, _RUN + tuple(x for x in labels.split() if x), help_, section)
+
+
+#: every metric llmdiag writes; docs/reports.md is generated from this table
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    _m("every report", "llmdiag_report_status", "gauge", "node", f"Overall status of the report: {STATUS_HELP}."),
+    _m("every report", "llmdiag_report_timestamp_seconds", "gauge", "node", "When the report was produced (Unix time)."),
+    _m("preflight (cluster)", "llmdiag_check_status", "gauge", "node probe check",
+       f"Status of one check on one node: {STATUS_HELP}."),
+    _m("preflight (cluster)", "llmdiag_check_duration_seconds", "gauge", "node probe check", "How long the check's probe took."),
+    _m("preflight (cluster)", "llmdiag_node_checks", "gauge", "node status", "Number of checks per node and status."),
+    _m("preflight (cluster)", "llmdiag_node_missing", "gauge", "node", "1 when an expected node never reported."),
+    _m("preflight (cluster)", "llmdiag_port_connections_failed", "gauge", "",
+       "Connections between nodes on the job's ports that were not open."),
+    _m("preflight (cluster)", "llmdiag_consistency_diffs", "gauge", "", "Facts that differ between nodes."),
+    _m("nccl-bench", "llmdiag_nccl_busbw_bytes_per_second", "gauge", "node collective size_bytes placement",
+       "Bus bandwidth per collective, message size and placement."),
+    _m("nccl-bench", "llmdiag_nccl_algbw_bytes_per_second", "gauge", "node collective size_bytes placement",
+       "Algorithm bandwidth per collective, message size and placement."),
+    _m("nccl-bench", "llmdiag_nccl_time_seconds", "gauge", "node collective size_bytes placement",
+       "Mean time of one operation."),
+    _m("nccl-bench", "llmdiag_nccl_wrong_elements", "gauge", "node collective size_bytes placement",
+       "Elements with wrong results (data check)."),
+    _m("nccl-bench", "llmdiag_nccl_plateau_busbw_bytes_per_second", "gauge", "node collective",
+       "Bus bandwidth plateau at large sizes: compare with the hardware."),
+    _m("nccl-bench", "llmdiag_nccl_avg_busbw_bytes_per_second", "gauge", "node collective",
+       "Mean bus bandwidth over all rows, as nccl-tests prints it."),
+    _m("nccl-bench", "llmdiag_nccl_expected_busbw_bytes_per_second", "gauge", "node",
+       "The expected bus bandwidth (--expect-busbw)."),
+    _m("nccl-bench", "llmdiag_nccl_world_size", "gauge", "node", "Ranks that took part."),
+    _m("nccl-bench", "llmdiag_nccl_pair_busbw_bytes_per_second", "gauge", "node a b",
+       "Bus bandwidth between two nodes in the pairwise test."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_findings", "gauge", "kind severity",
+       "Findings in the analysed log, by kind and severity."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_last_step", "gauge", "", "Last training step (or iteration) in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_loss_last", "gauge", "", "Last loss in the log (NaN when it was NaN)."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_loss_min", "gauge", "", "Lowest loss in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_learning_rate_last", "gauge", "", "Last learning rate in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_grad_norm_last", "gauge", "", "Last gradient norm in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_step_time_seconds", "gauge", "", "Typical time of one step."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_bytes", "gauge", "component",
+       "Predicted per-GPU memory by component."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_total_bytes", "gauge", "",
+       "Predicted per-GPU peak memory."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_gpu_bytes", "gauge", "",
+       "Memory of the GPU the plan is checked against."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_headroom_bytes", "gauge", "",
+       "GPU memory left by the plan (negative: short by)."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_verdict", "gauge", "verdict",
+       "Verdict of the estimate: pass 0 (fits), warn 2 (tight), fail 3 (out of memory)."),
+    _m("monitor", "llmdiag_monitor_samples_total", "counter", "node", "Samples taken since the monitor started."),
+    _m("monitor", "llmdiag_monitor_last_sample_timestamp_seconds", "gauge", "node",
+       "Time of the latest sample: alert on time() - this > 3 * interval to catch a node gone silent."),
+    _m("monitor", "llmdiag_monitor_alerts_total", "counter", "node rule",
+       "Alerts fired since the monitor started, by rule (0 for rules that never fired)."),
+    _m("monitor", "llmdiag_monitor_alert_active", "gauge", "node rule device", "1 while an alert condition holds."),
+    _m("monitor", "llmdiag_gpu_present", "gauge", "node", "GPUs the monitor samples (0: GPUs absent)."),
+    _m("monitor", "llmdiag_host_cpu_utilization_ratio", "gauge", "node", "Host CPU utilisation (0-1)."),
+    _m("monitor", "llmdiag_host_load1", "gauge", "node", "Host 1-minute load average."),
+    _m("monitor", "llmdiag_host_memory_used_bytes", "gauge", "node", "Host memory in use."),
+    _m("monitor", "llmdiag_host_memory_total_bytes", "gauge", "node", "Host memory size."),
+    _m("monitor", "llmdiag_host_memory_used_ratio", "gauge", "node", "Host memory in use (0-1)."),
+    _m("monitor", "llmdiag_host_swap_used_bytes", "gauge", "node", "Swap in use."),
+    _m("monitor", "llmdiag_host_network_receive_bytes_total", "counter", "node", "Bytes received on all interfaces since boot."),
+    _m("monitor", "llmdiag_host_network_transmit_bytes_total", "counter", "node", "Bytes sent on all interfaces since boot."),
+    _m("monitor", "llmdiag_host_network_errors_total", "counter", "node", "Interface errors and drops since boot."),
+    _m("monitor", "llmdiag_host_disk_read_bytes_total", "counter", "node", "Bytes read from disks since boot."),
+    _m("monitor", "llmdiag_host_disk_written_bytes_total", "counter", "node", "Bytes written to disks since boot."),
+    _m("monitor", "llmdiag_gpu_utilization_ratio", "gauge", "node gpu uuid", "GPU (SM) utilisation (0-1)."),
+    _m("monitor", "llmdiag_gpu_memory_controller_utilization_ratio", "gauge", "node gpu uuid",
+       "GPU memory-controller utilisation (0-1)."),
+    _m("monitor", "llmdiag_gpu_memory_used_bytes", "gauge", "node gpu uuid", "GPU memory in use."),
+    _m("monitor", "llmdiag_gpu_memory_total_bytes", "gauge", "node gpu uuid", "GPU memory size."),
+    _m("monitor", "llmdiag_gpu_temperature_celsius", "gauge", "node gpu uuid", "GPU temperature."),
+    _m("monitor", "llmdiag_gpu_temperature_slowdown_celsius", "gauge", "node gpu uuid",
+       "Temperature at which the GPU slows down."),
+    _m("monitor", "llmdiag_gpu_power_watts", "gauge", "node gpu uuid", "GPU power draw."),
+    _m("monitor", "llmdiag_gpu_power_limit_watts", "gauge", "node gpu uuid", "GPU power limit."),
+    _m("monitor", "llmdiag_gpu_sm_clock_hertz", "gauge", "node gpu uuid", "SM clock."),
+    _m("monitor", "llmdiag_gpu_sm_clock_max_hertz", "gauge", "node gpu uuid", "Maximum SM clock."),
+    _m("monitor", "llmdiag_gpu_throttled", "gauge", "node gpu uuid",
+       "1 when a clock-event reason of [monitor] throttle_reasons is set."),
+    _m("monitor", "llmdiag_gpu_ecc_uncorrectable_errors_total", "counter", "node gpu uuid",
+       "Uncorrectable ECC errors since the driver loaded."),
+    _m("monitor", "llmdiag_gpu_ecc_corrected_errors_total", "counter", "node gpu uuid",
+       "Corrected ECC errors since the driver loaded."),
+    _m("monitor", "llmdiag_gpu_xid_events_total", "counter", "node gpu uuid", "Xid events seen since the monitor started."),
+)}
 
 
 def escape_label(value: Any) -> str:
@@ -44,133 +150,129 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
+def _value(value: Any, nan_ok: bool) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and nan_ok and value.lower() in ("nan", "inf", "-inf", "+inf"):
+        return float(value)
+    return D.number(value)
+
+
+def run_id(doc: Mapping[str, Any]) -> str:
+    """The ``run`` label: the document's own ``run`` when it has one, else 8 hex digits of what
+    the run examined and when it started (the same estimate or log rewrites the same series;
+    another run adds its own; a monitor keeps one label from its first sample to its report)."""
+    if doc.get("run"):
+        return str(doc["run"])
+    when = "started_at" if doc.get("started_at") is not None else "created_at"  # a monitor's live samples share it
+    ident = {k: doc.get(k) for k in ("command", "files", "model", "plan", "spec", "world", "node", when)
+             if doc.get(k) is not None}
+    return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
 class Exposition:
     """Samples grouped by family, written in first-seen order with HELP/TYPE once each."""
 
-    def __init__(self) -> None:
-        self._families: dict[str, tuple[str, str, list[tuple[dict[str, Any], float]]]] = {}
+    def __init__(self, doc: Mapping[str, Any], node: str | None = None) -> None:
+        self.base = {"job": str(doc.get("command") or doc.get("kind") or "llmdiag"), "run": run_id(doc)}
+        self.node = node
+        self._families: dict[str, list[tuple[dict[str, str], float]]] = {}
 
-    def add(self, name: str, help: str, value: Any, labels: Mapping[str, Any] | None = None,
-            type: str = "gauge") -> None:
-        v = dv.number(value)
+    def add(self, name: str, value: Any, labels: Mapping[str, Any] | None = None, *, nan_ok: bool = False) -> None:
+        m = METRICS[name]  # KeyError: declare the metric in METRICS first
+        v = _value(value, nan_ok)
         if v is None:
             return
-        fam = self._families.setdefault(name, (help, type, []))
-        fam[2].append(({k: x for k, x in (labels or {}).items() if x is not None}, v))
+        lab = dict(self.base)
+        if "node" in m.labels and self.node is not None:
+            lab["node"] = self.node
+        lab.update({k: str(x) for k, x in (labels or {}).items() if x is not None})
+        extra = set(lab) - set(m.labels)
+        if extra:
+            raise ValueError(f"{name}: labels {sorted(extra)} are not declared in METRICS")
+        self._families.setdefault(name, []).append((lab, v))
 
     def text(self) -> str:
         lines: list[str] = []
-        for name, (help, type_, samples) in self._families.items():
-            lines.append(f"# HELP {name} {_escape_help(help)}")
-            lines.append(f"# TYPE {name} {type_}")
+        for name, samples in self._families.items():
+            m = METRICS[name]
+            lines.append(f"# HELP {name} {_escape_help(m.help)}")
+            lines.append(f"# TYPE {name} {m.type}")
             seen: set[tuple] = set()
             for labels, value in samples:
-                key = tuple(sorted((k, str(v)) for k, v in labels.items()))
+                key = tuple(sorted(labels.items()))
                 if key in seen:  # a duplicate series makes the whole scrape invalid
                     continue
                 seen.add(key)
-                lab = ",".join(f'{metric_name(k)}="{escape_label(v)}"' for k, v in labels.items())
-                lines.append(f"{name}{{{lab}}} {format_value(value)}" if lab else f"{name} {format_value(value)}")
+                lab = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
+                lines.append(f"{name}{{{lab}}} {format_value(value)}")
         return "\n".join(lines) + "\n" if lines else ""
 
 
 def _header(ex: Exposition, doc: Mapping[str, Any]) -> None:
-    labels = {"command": doc.get("command", "?"), "kind": doc.get("kind", "?")}
-    ex.add("llmdiag_report_status", "Overall status of the report: pass 0, skip 1, warn 2, fail 3.",
-           dv.STATUS_CODE.get(dv.status_of(doc.get("status"))), labels)
-    created = doc.get("created_at") or doc.get("finished_at")
-    ex.add("llmdiag_report_timestamp_seconds", "When the report was produced (Unix time).", created, labels)
+    ex.add("llmdiag_report_status", D.STATUS_CODE.get(D.status_of(doc.get("status"))))
+    ex.add("llmdiag_report_timestamp_seconds", doc.get("created_at") or doc.get("finished_at"))
 
 
 # ---------------------------------------------------------------- cluster
 
 
-def _cluster_metrics(ex: Exposition, doc: Mapping[str, Any]) -> None:
-    nodes, checks, cells = dv.matrix(doc)
-    for r in dv.results(doc):
-        labels = {"node": r.get("node"), "probe": r.get("probe"), "check": r.get("check")}
-        ex.add("llmdiag_check_status", "Status of one check on one node: pass 0, skip 1, warn 2, fail 3.",
-               dv.STATUS_CODE.get(dv.status_of(r.get("status"))), labels)
-        for ev in r.get("evidence") or ():
-            if not isinstance(ev, Mapping):
-                continue
-            ex.add("llmdiag_check_evidence",
-                   "Numeric evidence of a check (observed value; unit in the label), e.g. free GPU memory, clock skew.",
-                   dv.finite(ev.get("observed")),
-                   dict(labels, name=ev.get("name"), unit=ev.get("unit") or ""))
-        if r.get("duration_s") is not None:
-            ex.add("llmdiag_check_duration_seconds", "How long the check's probe took.", r.get("duration_s"), labels)
-    for node in nodes:
-        counts = {s: 0 for s in dv.STATUSES}
-        for (n, _), rs in cells.items():
-            if n == node:
-                for r in rs:
-                    counts[dv.status_of(r.get("status"))] += 1
-        for s, c in counts.items():
-            ex.add("llmdiag_node_checks", "Number of checks per node and status.", c, {"node": node, "status": s})
-    for node in dv.node_names(doc):
-        ex.add("llmdiag_node_missing", "1 when an expected node never reported.",
-               1 if node in dv.missing_nodes(doc) else 0, {"node": node})
-    secs = doc.get("sections") or {}
-    _port_metrics(ex, secs.get("port_matrix"))
-    if isinstance(secs.get("nccl_bench"), Mapping):
-        _bench_metrics(ex, secs["nccl_bench"])
-    if isinstance(secs.get("memory"), Mapping):
-        _memory_metrics(ex, secs["memory"])
-    consistency = secs.get("consistency")
-    if isinstance(consistency, list):
-        ex.add("llmdiag_consistency_diffs", "Facts that differ between nodes.", len(consistency))
-
-
-def _port_metrics(ex: Exposition, sec: Any) -> None:
-    if not sec:
-        return
-    srcs, dsts, cells = dv.port_matrix(sec)
-    for (src, dst), cell in cells.items():
-        state, _ = dv.port_cell_state(cell)
-        if state == "self":
-            continue
-        ex.add("llmdiag_port_reachable", "1 when src reached dst on the job's ports, 0 when not.",
-               1 if state == "ok" else 0, {"src": src, "dst": dst, "state": state})
-
-
 def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    d: D.ClusterDoc = D.read(doc)
+    ex = Exposition(doc)
     _header(ex, doc)
-    _cluster_metrics(ex, doc)
+    for r in d.results:
+        labels = {"node": r.node, "probe": r.probe, "check": r.check}
+        ex.add("llmdiag_check_status", D.STATUS_CODE.get(D.status_of(r.status)), labels)
+        ex.add("llmdiag_check_duration_seconds", r.duration_s, labels)
+    for node in d.node_names():
+        if node in d.missing_nodes:
+            ex.add("llmdiag_node_missing", 1, {"node": node})
+            continue
+        ex.add("llmdiag_node_missing", 0, {"node": node})
+        for s in D.STATUS_CODE:
+            ex.add("llmdiag_node_checks", sum(1 for r in d.results if r.node == node and r.status == s),
+                   {"node": node, "status": s})
+    ports = d.sections.get("port_matrix")
+    if isinstance(ports, Mapping) and "problems" in ports:
+        ex.add("llmdiag_port_connections_failed", ports.get("failed", len(ports.get("problems") or ())))
+    if isinstance(d.sections.get("consistency"), list):
+        ex.add("llmdiag_consistency_diffs", len(d.sections["consistency"]))
     return ex.text()
 
 
 # ---------------------------------------------------------------- nccl-bench
 
+_GB = 1e9
 
-def _bench_metrics(ex: Exposition, doc: Mapping[str, Any]) -> None:
-    rows = dv.bench_rows(doc)
-    for row in rows:
-        for placement in dv.PLACEMENTS:
-            vals = row[placement]
-            labels = {"collective": row["collective"], "size_bytes": row["size_bytes"], "placement": placement}
-            ex.add("llmdiag_nccl_busbw_gbps", "Bus bandwidth per collective, message size and placement (GB/s).",
-                   vals.get("busbw"), labels)
-            ex.add("llmdiag_nccl_algbw_gbps", "Algorithm bandwidth (GB/s).", vals.get("algbw"), labels)
-            ex.add("llmdiag_nccl_time_microseconds", "Mean time of one operation (us).", vals.get("time_us"), labels)
-            ex.add("llmdiag_nccl_wrong", "Elements with wrong results (data check).", vals.get("wrong"), labels)
-    cols = dict.fromkeys(r["collective"] for r in rows)
-    for c, v in dv.per_collective(doc.get("plateau_busbw"), cols).items():
-        ex.add("llmdiag_nccl_plateau_busbw_gbps", "Bus bandwidth plateau at large sizes (GB/s): compare with hardware.",
-               v, {"collective": c})
-    for c, v in dv.per_collective(doc.get("avg_busbw"), cols).items():
-        ex.add("llmdiag_nccl_avg_busbw_gbps", "Mean bus bandwidth over all rows, as nccl-tests prints it (GB/s).",
-               v, {"collective": c})
-    for p in dv.pairs(doc):
-        ex.add("llmdiag_nccl_pair_busbw_gbps", "Bus bandwidth between two nodes in the pairwise test (GB/s).",
-               p["busbw"], {"a": p["a"], "b": p["b"]})
+
+def _scaled(v: Any, k: float) -> float | None:
+    n = D.number(v)
+    return None if n is None else n * k
 
 
 def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    d: D.NcclBenchDoc = D.read(doc)
+    hosts = list(dict.fromkeys(d.world.hosts)) if d.world else []
+    ex = Exposition(doc, node=hosts[0] if len(hosts) == 1 else None)
     _header(ex, doc)
-    _bench_metrics(ex, doc)
+    if d.world:
+        ex.add("llmdiag_nccl_world_size", d.world.world_size)
+    for r in d.results:
+        for placement in ("out_of_place", "in_place"):
+            p = r.placement(placement)
+            labels = {"collective": r.collective, "size_bytes": r.size, "placement": placement}
+            ex.add("llmdiag_nccl_busbw_bytes_per_second", _scaled(p.busbw, _GB), labels)
+            ex.add("llmdiag_nccl_algbw_bytes_per_second", _scaled(p.algbw, _GB), labels)
+            ex.add("llmdiag_nccl_time_seconds", _scaled(p.time_us, 1e-6), labels)
+            ex.add("llmdiag_nccl_wrong_elements", p.wrong, labels)
+    for c in d.collectives:
+        ex.add("llmdiag_nccl_plateau_busbw_bytes_per_second", _scaled(c.plateau_busbw, _GB), {"collective": c.collective})
+        ex.add("llmdiag_nccl_avg_busbw_bytes_per_second", _scaled(c.avg_busbw, _GB), {"collective": c.collective})
+    ex.add("llmdiag_nccl_expected_busbw_bytes_per_second", _scaled(d.expected_busbw, _GB))
+    if d.pairwise:
+        for lk in d.pairwise.links:
+            ex.add("llmdiag_nccl_pair_busbw_bytes_per_second", _scaled(lk.gbps, _GB), {"a": lk.a, "b": lk.b})
     return ex.text()
 
 
@@ -178,108 +280,96 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    d: D.LogAnalysisDoc = D.read(doc)
+    ex = Exposition(doc)
     _header(ex, doc)
     counts: dict[tuple[str, str], int] = {}
-    for f in dv.findings(doc):
-        key = (str(f.get("kind", "?")), str(f.get("severity", "?")))
-        counts[key] = counts.get(key, 0) + 1
+    for f in d.findings:
+        counts[(f.kind, f.severity)] = counts.get((f.kind, f.severity), 0) + 1
     for (kind, sev), n in counts.items():
-        ex.add("llmdiag_log_findings", "Findings in the analysed log, by kind and severity.", n,
-               {"kind": kind, "severity": sev})
-    ex.add("llmdiag_log_findings_all", "All findings in the analysed log.", len(dv.findings(doc)))
-    for key, value in (doc.get("metrics") or {}).items():
-        if dv.number(value) is not None:
-            ex.add(f"llmdiag_log_{metric_name(key)}", f"Log metric {key} (from analyze-log).", value)
+        ex.add("llmdiag_log_findings", n, {"kind": kind, "severity": sev})
+    m = d.metrics
+    ex.add("llmdiag_log_last_step", m.get("last_step"))
+    ex.add("llmdiag_log_loss_last", m.get("last_loss"), nan_ok=True)
+    ex.add("llmdiag_log_loss_min", m.get("loss_min"))
+    ex.add("llmdiag_log_learning_rate_last", m.get("lr_last"))
+    ex.add("llmdiag_log_grad_norm_last", m.get("grad_norm_last"), nan_ok=True)
+    ex.add("llmdiag_log_step_time_seconds", _scaled(m.get("iter_time_ms_typical"), 1e-3))
     return ex.text()
 
 
-# ---------------------------------------------------------------- memory-estimate
-
-
-def _memory_metrics(ex: Exposition, doc: Mapping[str, Any]) -> None:
-    for part, b in dv.breakdown(doc).items():
-        ex.add("llmdiag_memory_estimate_bytes", "Predicted per-GPU memory by component (bytes).", b, {"component": part})
-    ex.add("llmdiag_memory_estimate_total_bytes", "Predicted per-GPU peak memory (bytes).", dv.breakdown_total(doc))
-    ex.add("llmdiag_memory_gpu_bytes", "Memory of the GPU the plan is checked against (bytes).", dv.gpu_memory_bytes(doc))
-    word, _ = dv.verdict(doc)
-    ex.add("llmdiag_memory_verdict", "Verdict of the estimate as a status code: pass 0 (fits), warn 2 (tight), fail 3.",
-           dv.STATUS_CODE[dv.verdict_status(doc)], {"verdict": word})
+# ---------------------------------------------------------------- estimate-memory
 
 
 def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    d: D.MemoryEstimateDoc = D.read(doc)
+    ex = Exposition(doc)
     _header(ex, doc)
-    _memory_metrics(ex, doc)
+    for part, b in d.parts.items():
+        ex.add("llmdiag_memory_estimate_bytes", b, {"component": part})
+    ex.add("llmdiag_memory_estimate_total_bytes", d.total)
+    ex.add("llmdiag_memory_gpu_bytes", d.gpu_memory)
+    ex.add("llmdiag_memory_headroom_bytes", d.headroom)
+    ex.add("llmdiag_memory_verdict", {"fits": 0, "tight": 2}.get(d.verdict, 3), {"verdict": d.verdict})
     return ex.text()
 
 
 # ---------------------------------------------------------------- monitor
 
-_GPU_GAUGES = (
-    ("utilization_gpu_pct", "llmdiag_gpu_utilization_percent", "GPU utilisation (%)."),
-    ("utilization_mem_pct", "llmdiag_gpu_memory_utilization_percent", "GPU memory-controller utilisation (%)."),
-    ("memory_used_bytes", "llmdiag_gpu_memory_used_bytes", "GPU memory in use (bytes)."),
-    ("memory_total_bytes", "llmdiag_gpu_memory_total_bytes", "GPU memory size (bytes)."),
-    ("memory_free_bytes", "llmdiag_gpu_memory_free_bytes", "Free GPU memory (bytes)."),
-    ("temperature_c", "llmdiag_gpu_temperature_celsius", "GPU temperature (degrees C)."),
-    ("temperature_slowdown_c", "llmdiag_gpu_temperature_slowdown_celsius", "Temperature at which the GPU slows down."),
-    ("power_w", "llmdiag_gpu_power_watts", "GPU power draw (W)."),
-    ("power_limit_w", "llmdiag_gpu_power_limit_watts", "GPU power limit (W)."),
-    ("sm_clock_mhz", "llmdiag_gpu_sm_clock_mhz", "SM clock (MHz)."),
-    ("max_sm_clock_mhz", "llmdiag_gpu_sm_clock_max_mhz", "Maximum SM clock (MHz)."),
-    ("ecc_uncorrectable_volatile", "llmdiag_gpu_ecc_uncorrectable_volatile", "Uncorrectable ECC errors since driver load."),
-    ("ecc_corrected_volatile", "llmdiag_gpu_ecc_corrected_volatile", "Corrected ECC errors since driver load."),
-    ("xid_count", "llmdiag_gpu_xid_events", "Xid events seen since the monitor started."),
-    ("throttled", "llmdiag_gpu_throttled", "1 when the GPU reports a throttle reason that slows work."),
+#: (sample key, metric, scale to base units)
+_GPU = (
+    ("utilization_gpu_pct", "llmdiag_gpu_utilization_ratio", 0.01),
+    ("utilization_mem_pct", "llmdiag_gpu_memory_controller_utilization_ratio", 0.01),
+    ("memory_used_bytes", "llmdiag_gpu_memory_used_bytes", 1),
+    ("memory_total_bytes", "llmdiag_gpu_memory_total_bytes", 1),
+    ("temperature_c", "llmdiag_gpu_temperature_celsius", 1),
+    ("temperature_slowdown_c", "llmdiag_gpu_temperature_slowdown_celsius", 1),
+    ("power_w", "llmdiag_gpu_power_watts", 1),
+    ("power_limit_w", "llmdiag_gpu_power_limit_watts", 1),
+    ("sm_clock_mhz", "llmdiag_gpu_sm_clock_hertz", 1e6),
+    ("max_sm_clock_mhz", "llmdiag_gpu_sm_clock_max_hertz", 1e6),
+    ("throttled", "llmdiag_gpu_throttled", 1),
+    ("ecc_uncorrectable_volatile", "llmdiag_gpu_ecc_uncorrectable_errors_total", 1),
+    ("ecc_corrected_volatile", "llmdiag_gpu_ecc_corrected_errors_total", 1),
+    ("xid_count", "llmdiag_gpu_xid_events_total", 1),
 )
-_HOST_GAUGES = (
-    ("cpu_pct", "llmdiag_host_cpu_percent", "Host CPU utilisation (%)."),
-    ("load_1m", "llmdiag_host_load1", "Host 1-minute load average."),
-    ("mem_used_bytes", "llmdiag_host_memory_used_bytes", "Host memory in use (bytes)."),
-    ("mem_total_bytes", "llmdiag_host_memory_total_bytes", "Host memory size (bytes)."),
-    ("mem_pct", "llmdiag_host_memory_percent", "Host memory in use (%)."),
-    ("swap_used_bytes", "llmdiag_host_swap_used_bytes", "Swap in use (bytes)."),
-    ("net_rx_bytes", "llmdiag_host_network_receive_bytes", "Bytes received on all interfaces since boot."),
-    ("net_tx_bytes", "llmdiag_host_network_transmit_bytes", "Bytes sent on all interfaces since boot."),
-    ("net_rx_bps", "llmdiag_host_network_receive_bytes_per_second", "Receive rate over the last interval."),
-    ("net_tx_bps", "llmdiag_host_network_transmit_bytes_per_second", "Transmit rate over the last interval."),
-    ("net_errors", "llmdiag_host_network_errors", "Interface errors and drops since boot."),
-    ("disk_read_bytes", "llmdiag_host_disk_read_bytes", "Bytes read from disks since boot."),
-    ("disk_write_bytes", "llmdiag_host_disk_write_bytes", "Bytes written to disks since boot."),
+_HOST = (
+    ("cpu_pct", "llmdiag_host_cpu_utilization_ratio", 0.01),
+    ("load_1m", "llmdiag_host_load1", 1),
+    ("mem_used_bytes", "llmdiag_host_memory_used_bytes", 1),
+    ("mem_total_bytes", "llmdiag_host_memory_total_bytes", 1),
+    ("mem_pct", "llmdiag_host_memory_used_ratio", 0.01),
+    ("swap_used_bytes", "llmdiag_host_swap_used_bytes", 1),
+    ("net_rx_bytes", "llmdiag_host_network_receive_bytes_total", 1),
+    ("net_tx_bytes", "llmdiag_host_network_transmit_bytes_total", 1),
+    ("net_errors", "llmdiag_host_network_errors_total", 1),
+    ("disk_read_bytes", "llmdiag_host_disk_read_bytes_total", 1),
+    ("disk_write_bytes", "llmdiag_host_disk_written_bytes_total", 1),
 )
 
 
 def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    d: D.MonitorDoc = D.read(doc)
+    ex = Exposition(doc, node=d.node)
     _header(ex, doc)
-    node = doc.get("node")
-    latest = doc.get("latest") or {}
-    ex.add("llmdiag_monitor_samples_total", "Samples taken since the monitor started.", doc.get("samples"), {"node": node},
-           type="counter")
-    ex.add("llmdiag_monitor_last_sample_timestamp_seconds", "Time of the latest sample (Unix time).",
-           latest.get("time"), {"node": node})
-    ex.add("llmdiag_gpu_present", "Number of GPUs the monitor samples (0: GPUs absent).", doc.get("gpu_count", 0),
-           {"node": node})
-    host = latest.get("host") or {}
-    for key, name, help in _HOST_GAUGES:
-        ex.add(name, help, host.get(key), {"node": node})
-    for g in latest.get("gpus") or ():
-        labels = {"node": node, "gpu": g.get("index"), "uuid": g.get("uuid")}
-        for key, name, help in _GPU_GAUGES:
-            ex.add(name, help, g.get(key), labels)
-    by_rule: dict[str, int] = {}
-    if isinstance(doc.get("alerts_by_rule"), Mapping):  # complete counts; "alerts" may be truncated
-        by_rule = {str(k): v for k, v in doc["alerts_by_rule"].items()}
-    else:
-        for a in doc.get("alerts") or ():
-            by_rule[str(a.get("rule"))] = by_rule.get(str(a.get("rule")), 0) + 1
-    for rule in doc.get("rules") or by_rule:
-        ex.add("llmdiag_monitor_alerts_total", "Alerts fired since the monitor started, by rule.", by_rule.get(rule, 0),
-               {"node": node, "rule": rule}, type="counter")
-    for a in doc.get("active_alerts") or ():
-        ex.add("llmdiag_monitor_alert_active", "1 while an alert condition holds.", 1,
-               {"node": node, "rule": a.get("rule"), "device": a.get("device")})
+    latest = d.latest or D.Sample()
+    ex.add("llmdiag_monitor_samples_total", d.samples)
+    ex.add("llmdiag_monitor_last_sample_timestamp_seconds", latest.time)
+    ex.add("llmdiag_gpu_present", d.gpu_count or 0)
+    for key, name, k in _HOST:
+        ex.add(name, _scaled(latest.host.get(key), k))
+    for g in latest.gpus:
+        labels = {"gpu": g.get("index"), "uuid": g.get("uuid")}
+        for key, name, k in _GPU:
+            ex.add(name, _scaled(g.get(key), k), labels)
+    by_rule = dict(d.alerts_by_rule)  # complete counts; "alerts" may be truncated
+    if not by_rule:
+        for a in d.alerts:
+            by_rule[a.rule] = by_rule.get(a.rule, 0) + 1
+    for rule in d.rules or list(by_rule):
+        ex.add("llmdiag_monitor_alerts_total", by_rule.get(rule, 0), {"rule": rule})
+    for a in d.active_alerts:
+        ex.add("llmdiag_monitor_alert_active", 1, {"rule": a.rule, "device": a.device or ""})
     return ex.text()
 
 
@@ -287,6 +377,26 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition()
+    ex = Exposition(doc)
     _header(ex, doc)
     return ex.text()
+
+
+# ---------------------------------------------------------------- the documentation
+
+
+def markdown_table() -> str:
+    """The metric list of docs/reports.md (between its ``metrics`` markers)."""
+    lines = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    section = None
+    for m in METRICS.values():
+        if m.section != section:
+            section = m.section
+            lines.append(f"| **{section}** | | | |")
+        labels = ", ".join(x for x in m.labels if x not in _RUN)
+        lines.append(f"| `{m.name}` | {m.type} | {labels} | {m.help.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown_table())

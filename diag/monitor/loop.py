@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from llmdiag import documents as D
 from llmdiag.monitor import rules as R
 from llmdiag.monitor.config import Rules
 
@@ -265,6 +266,9 @@ class Monitor:
             self._add_series("gpu_util", label, t, g.get("utilization_gpu_pct"))
             self._add_series("gpu_mem", label, t, g.get("memory_used_pct"))
             self._add_series("gpu_temp", label, t, g.get("temperature_c"))
+            power, limit = g.get("power_w"), g.get("power_limit_w")
+            if isinstance(power, (int, float)) and isinstance(limit, (int, float)) and limit > 0:
+                self._add_series("gpu_power", label, t, round(100.0 * power / limit, 1))
             for k in GPU_STATS:
                 self._stats.setdefault(label, {}).setdefault(k, _Stats()).add(g.get(k))
 
@@ -364,29 +368,27 @@ class Monitor:
                   "gpus": [{k: v for k, v in g.items() if k not in text_fields} for g in self.latest.get("gpus") or ()]}
         return {"schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor",
                 "status": R.severity_of(self._worst), "node": self.node, "created_at": latest["time"],
+                "started_at": round(self.started_at, 3),
                 "samples": self.samples, "gpu_count": self.gpus.count, "rules": R.rule_names(self.rules),
                 "alerts_by_rule": dict(self.alerts_by_rule),
                 "active_alerts": [{"rule": a["rule"], "device": a["device"]} for a in self.active.values()],
                 "latest": latest}
 
-    def document(self, series: bool = True) -> dict[str, Any]:
-        status = R.severity_of(self._worst)  # self.alerts may be truncated
-        doc: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION, "command": "monitor", "kind": "monitor", "status": status,
-            "node": self.node, "created_at": round(self.wall(), 3), "started_at": round(self.started_at, 3),
-            "interval_s": self.interval_s, "samples": self.samples, "gpu_count": self.gpus.count,
-            "gpu_note": self.gpus.note, "driver": self.gpus.driver, "rules": R.rule_names(self.rules),
-            "thresholds": dataclasses.asdict(self.rules), "alerts_total": self.alerts_total,
-            "alerts_by_rule": dict(self.alerts_by_rule), "alerts": list(self.alerts),
-            "active_alerts": list(self.active.values()), "latest": self.latest,
-        }
-        if series:
-            doc["finished_at"] = round(getattr(self, "finished_at", self.wall()), 3)
-            doc["stop_reason"] = self.stop_reason
-            doc["stats"] = {dev: {k: s.to_dict() for k, s in ks.items()} for dev, ks in self._stats.items()}
-            doc["series"] = {g: {label: s.to_dict() for label, s in ls.items()} for g, ls in self._series.items()}
-            doc["overhead"] = self.overhead()
-            if self._dispatch is not None:
-                doc["on_alert"] = {"sent": self._dispatch.sent, "failed": self._dispatch.failed,
-                                   "dropped": self._dispatch.dropped}
-        return doc
+    def document(self) -> dict[str, Any]:
+        """The summary report, filled into its type (:class:`llmdiag.documents.MonitorDoc`)."""
+        doc = D.MonitorDoc(
+            schema_version=SCHEMA_VERSION, command="monitor", kind="monitor",
+            status=R.severity_of(self._worst),  # self.alerts may be truncated
+            node=self.node, created_at=round(self.wall(), 3), started_at=round(self.started_at, 3),
+            finished_at=round(getattr(self, "finished_at", self.wall()), 3), interval_s=self.interval_s,
+            samples=self.samples, gpu_count=self.gpus.count, gpu_note=self.gpus.note, driver=self.gpus.driver,
+            rules=R.rule_names(self.rules), thresholds=dataclasses.asdict(self.rules), alerts_total=self.alerts_total,
+            alerts_by_rule=dict(self.alerts_by_rule), alerts=[D.Alert(**a) for a in self.alerts],
+            active_alerts=[D.Alert(**a) for a in self.active.values()],
+            latest=D.Sample(**self.latest) if self.latest else None, stop_reason=self.stop_reason,
+            stats={dev: {k: s.to_dict() for k, s in ks.items()} for dev, ks in self._stats.items()},
+            series={g: {label: D.Series(**s.to_dict()) for label, s in ls.items()} for g, ls in self._series.items()},
+            overhead=self.overhead(),
+            on_alert=None if self._dispatch is None else {
+                "sent": self._dispatch.sent, "failed": self._dispatch.failed, "dropped": self._dispatch.dropped})
+        return D.to_dict(doc)

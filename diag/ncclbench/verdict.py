@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from llmdiag import documents as D
 from llmdiag.ncclbench.collectives import busbw_factor
 from llmdiag.result import SCHEMA_VERSION, Status
 
@@ -199,4 +200,4 @@ def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[st
     }
     doc["findings"] = findings(doc, settings.get("expected_busbw_gbps"), float(settings.get("min_fraction", 0.9)))
     doc["status"] = Status.worst(Status(f["status"]) for f in doc["findings"]).value
-    return doc
+    return D.to_dict(D.NcclBenchDoc.build(doc))

@@ -41,7 +41,7 @@ def cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
 def check_prometheus(text: str, command: str) -> dict:
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     status = fams["llmdiag_report_status"].samples[0]
-    assert status.labels["command"] == command and status.value in (0, 1, 2, 3)
+    assert status.labels["job"] == command and status.value in (0, 1, 2, 3)
     assert len(fams) >= 2, "more than the status: the command's own metrics"
     return fams
 
@@ -70,11 +70,11 @@ def test_format_for_command(command, fmt):
     failed = proc.returncode == 1
     if fmt == "html":
         check_html(proc.stdout)
-        if command in ("analyze-log", "monitor"):  # the loss curve; the GPU and host timelines
-            assert proc.stdout.count('<img class="plot"') >= (1 if command == "analyze-log" else 4)
+        if command in ("analyze-log", "monitor"):  # the loss curve; one plot per GPU and the host
+            assert proc.stdout.count('<svg class="chart"') >= (1 if command == "analyze-log" else 9)
     elif fmt == "prometheus":
         fams = check_prometheus(proc.stdout, command)
-        expect = {"preflight": "llmdiag_check_status", "analyze-log": "llmdiag_log_findings_all",
+        expect = {"preflight": "llmdiag_check_status", "analyze-log": "llmdiag_log_last_step",
                   "monitor": "llmdiag_gpu_memory_used_bytes"}[command]
         assert expect in fams
     else:
@@ -84,12 +84,12 @@ def test_format_for_command(command, fmt):
 @pytest.mark.distributed
 def test_nccl_bench_in_every_format():
     fams = check_prometheus(cli(NCCL_BENCH + ["--format", "prometheus"]).stdout, "nccl-bench")
-    busbw = fams["llmdiag_nccl_busbw_gbps"].samples
+    busbw = fams["llmdiag_nccl_busbw_bytes_per_second"].samples
     assert {s.labels["size_bytes"] for s in busbw} >= {"1024", "16384"}
     assert {s.labels["placement"] for s in busbw} == {"out_of_place", "in_place"}
     doc = json.loads(cli(NCCL_BENCH + ["--format", "json"]).stdout)
     assert doc["kind"] == "nccl-bench"
     check_html(render(doc, "html"))
     root = check_junit(render(doc, "junit"), failed=doc["status"] == "fail")
-    assert any(c.get("name") == "16384 B" for c in root.iter("testcase"))
+    assert any(c.get("name") == "all_reduce[16384 B]" for c in root.iter("testcase"))
     check_prometheus(render(doc, "prometheus"), "nccl-bench")

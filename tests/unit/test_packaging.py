@@ -86,7 +86,8 @@ def test_wheel_installs_and_runs(version, tmp_path):
         files = zf.namelist()
         meta = zf.read(next(n for n in files if n.endswith(".dist-info/METADATA"))).decode()
     for path in ("llmdiag/cli.py", "llmdiag/probes/gpu.py", "llmdiag/reports/base.py",
-                 "llmdiag/runbooks/nccl-timeout.md", "llmdiag/logs/analyzer.py", "llmdiag/util/bounded.py"):
+                 "llmdiag/runbooks/nccl-timeout.md", "llmdiag/logs/analyzer.py", "llmdiag/util/bounded.py",
+                 "llmdiag/documents.py", "llmdiag/schemas/nccl-bench.json", "llmdiag/schemas/cluster.json"):
         assert path in files, f"{path} missing from the wheel"
     assert any(n.endswith("licenses/LICENSE") for n in files), "licence file missing from the wheel"
     assert "License-Expression: Apache-2.0" in meta

@@ -86,7 +86,7 @@ def test_host_only_metrics_say_gpus_absent(tmp_path):
     fams = families(render(doc, "prometheus"))
     assert fams["llmdiag_gpu_present"].samples[0].value == 0
     assert "llmdiag_gpu_temperature_celsius" not in fams
-    assert fams["llmdiag_host_cpu_percent"].samples[0].labels["node"] == "node-0"
+    assert fams["llmdiag_host_cpu_utilization_ratio"].samples[0].labels["node"] == "node-0"
 
 
 def test_metrics_endpoint_serves_the_latest_sample():

@@ -1,0 +1,520 @@
+"""The report documents, typed: one dataclass per kind, with the field names the commands write.
+
+Every command's result is a JSON object with ``schema_version``, ``command``, ``kind`` and
+``status``; the classes here describe the rest, field by field, as the producers write it
+(``llmdiag.result`` for preflight / cluster / merge, ``llmdiag.ncclbench`` for nccl-bench,
+``llmdiag.logs`` for analyze-log, ``llmdiag.memory`` for estimate-memory, ``llmdiag.monitor``
+for monitor). Renderers read documents only through :func:`read` (a dict in, the typed
+document out), never by guessing at keys.
+
+The JSON Schema of each kind is generated from these classes (``python -m llmdiag.documents
+DIR`` writes them; the package ships them in ``llmdiag/schemas/`` and ``docs/schemas/``).
+Changes are additive: a new field gets a default; renaming or removing one bumps the major
+``schema_version``. A measured float that is NaN or infinite is written as the string
+``"nan"`` / ``"inf"`` (JSON has no such numbers), hence ``float | str`` for measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from llmdiag.util import dataschema
+
+StatusName = Literal["pass", "skip", "warn", "fail"]
+#: a measurement: a number, or "nan" / "inf" / "-inf" where the value was not finite
+Measured = float | str
+
+STATUS_CODE = {"pass": 0, "skip": 1, "warn": 2, "fail": 3}
+
+
+def _doc(text: str) -> dict[str, Any]:
+    return {"doc": text}
+
+
+def number(value: Any) -> float | None:
+    """A document value as a finite float, or None (missing, "nan", not a number)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def status_of(value: Any, default: str = "skip") -> str:
+    s = str(value or "").lower()
+    return s if s in STATUS_CODE else default
+
+
+def worst(statuses) -> str:
+    """Same rule as :meth:`llmdiag.result.Status.worst`: skips never make it worse than pass."""
+    seen = {status_of(s) for s in statuses}
+    for s in ("fail", "warn"):
+        if s in seen:
+            return s
+    return "pass" if seen - {"skip"} or not seen else "skip"
+
+
+@dataclasses.dataclass
+class Evidence:
+    """One observed value, what was expected, and the unit of both."""
+
+    name: str
+    observed: Any = None
+    expected: Any = None
+    unit: str | None = ""
+
+
+@dataclasses.dataclass
+class Finding:
+    """A check's outcome as nccl-bench writes it (``findings``)."""
+
+    status: StatusName
+    summary: str = ""
+    check: str = ""
+    node: str | None = None
+    evidence: list[Evidence] = dataclasses.field(default_factory=list)
+    remediation: str | None = None
+    runbook: str | None = None
+
+    @property
+    def label(self) -> str:
+        probe = getattr(self, "probe", None)
+        if probe is None:
+            return self.check
+        return probe if self.check in ("probe", "") else f"{probe}/{self.check}"
+
+
+@dataclasses.dataclass
+class Check(Finding):
+    """A preflight check's result on a node (or across nodes: ``scope`` cluster)."""
+
+    probe: str | None = None
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    duration_s: float | None = None
+    scope: Literal["node", "cluster"] | None = None
+
+
+@dataclasses.dataclass
+class Header:
+    schema_version: str | int = dataclasses.field(metadata=_doc("1.N: additive changes keep the major version"))
+    command: str
+    kind: str
+    status: StatusName
+
+
+# ---------------------------------------------------------------- preflight, cluster, merge
+
+
+@dataclasses.dataclass
+class NodeEntry:
+    node: str
+    status: StatusName
+    node_rank: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ClusterDoc(Header):
+    """``llmdiag preflight`` and ``llmdiag report merge``: checks per node and across nodes."""
+
+    counts: dict[str, int]
+    nodes: list[NodeEntry]
+    missing_nodes: list[str]
+    results: list[Check] = dataclasses.field(metadata=_doc("every check, node scope then cluster scope"))
+    created_at: float | None = None
+    strict: bool = False
+    sections: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
+
+    def node_names(self) -> list[str]:
+        names = [n.node for n in self.nodes]
+        for r in self.results:
+            if (r.scope or "node") == "node" and r.node and r.node not in names:
+                names.append(r.node)
+        return names + [m for m in self.missing_nodes if m not in names]
+
+
+# ---------------------------------------------------------------- nccl-bench
+
+
+@dataclasses.dataclass
+class Placement:
+    """One placement (out-of-place or in-place) of one row, as nccl-tests prints it."""
+
+    time_us: Measured | None = None
+    algbw: Measured | None = dataclasses.field(default=None, metadata=_doc("GB/s"))
+    busbw: Measured | None = dataclasses.field(default=None, metadata=_doc("GB/s"))
+    wrong: int | None = dataclasses.field(default=None, metadata=_doc("wrong elements (None: not checked)"))
+
+
+@dataclasses.dataclass
+class BenchRow:
+    collective: str
+    size: int = dataclasses.field(metadata=_doc("message size in bytes"))
+    out_of_place: Placement | None = dataclasses.field(metadata=_doc("None: the collective has no such placement"))
+    in_place: Placement | None
+    count: int | None = None
+    type: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    rank_time_us: dict[str, list[Measured] | None] = dataclasses.field(default_factory=dict)
+
+    def placement(self, name: str) -> Placement:
+        """``out_of_place`` or ``in_place``, empty when the collective has none."""
+        return getattr(self, name) or Placement()
+
+
+@dataclasses.dataclass
+class CollectiveSummary:
+    collective: str
+    avg_busbw: Measured | None = dataclasses.field(default=None, metadata=_doc("GB/s, mean over all rows"))
+    plateau_busbw: Measured | None = dataclasses.field(default=None, metadata=_doc("GB/s at the largest sizes"))
+    plateau_sizes: list[int] = dataclasses.field(default_factory=list)
+    wrong: int | None = None
+
+
+@dataclasses.dataclass
+class BenchWorld:
+    world_size: int
+    nodes: int | None = None
+    backend: str | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+    hosts: list[str] = dataclasses.field(default_factory=list)
+    duration_s: float | None = None
+
+
+@dataclasses.dataclass
+class PairLink:
+    a: str
+    b: str
+    gbps: Measured | None = None
+    ranks: list[int] = dataclasses.field(default_factory=list)
+    phase: str | None = None
+    time_us: Measured | None = None
+    best_time_us: Measured | None = None
+    best_gbps: Measured | None = None
+    rechecked: bool | None = None
+
+
+@dataclasses.dataclass
+class Pairwise:
+    """``--pairwise``: node pairs measured, and the slow nodes and links found."""
+
+    links: list[PairLink] = dataclasses.field(default_factory=list)
+    bytes: int | None = None
+    iters: int | None = None
+    low_fraction: float | None = None
+    nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    loopback: bool | None = None
+    reference_gbps: Measured | None = None
+    threshold_gbps: Measured | None = None
+    slow_nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    slow_links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Straggler:
+    """The slowest rank at the plateau sizes, flagged below ``threshold_fraction`` of the median."""
+
+    rank: int
+    busbw: Measured
+    median_busbw: Measured
+    fraction: float
+    threshold_fraction: float
+    flagged: bool
+    host: str | None = None
+    rank_busbw: list[Measured] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class NcclBenchDoc(Header):
+    """``llmdiag nccl-bench``: the nccl-tests table per collective, plateau, checks."""
+
+    world: BenchWorld
+    results: list[BenchRow]
+    collectives: list[CollectiveSummary]
+    findings: list[Finding] = dataclasses.field(metadata=_doc("the checks: correctness, busbw, straggler, pairwise"))
+    spec: dict[str, Any] = dataclasses.field(default_factory=dict)
+    avg_busbw: Measured | None = None
+    plateau_busbw: Measured | None = None
+    out_of_bounds: int | None = None
+    expected_busbw: float | None = dataclasses.field(default=None, metadata=_doc("--expect-busbw, GB/s"))
+    straggler: Straggler | None = None
+    pairwise: Pairwise | None = None
+
+    @classmethod
+    def build(cls, doc: Mapping[str, Any]) -> NcclBenchDoc:
+        """The typed document from the dict the benchmark assembles; an unknown key is an error
+        (add it here first), so the JSON cannot drift from its schema."""
+        d = dict(doc)
+        d["world"] = BenchWorld(**d["world"])
+        d["results"] = [BenchRow(**{**r, **{p: Placement(**r[p]) for p in ("out_of_place", "in_place")
+                                            if r.get(p) is not None}}) for r in d["results"]]
+        d["collectives"] = [CollectiveSummary(**c) for c in d["collectives"]]
+        d["findings"] = [Finding(**{**f, "evidence": [Evidence(**e) for e in f.get("evidence") or ()]})
+                         for f in d["findings"]]
+        if d.get("straggler") is not None:
+            d["straggler"] = Straggler(**d["straggler"])
+        if d.get("pairwise") is not None:
+            pw = d["pairwise"]
+            d["pairwise"] = Pairwise(**{**pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()]})
+        return cls(**d)
+
+
+# ---------------------------------------------------------------- analyze-log
+
+
+@dataclasses.dataclass
+class LogFinding:
+    kind: str
+    severity: Literal["error", "warning", "info"]
+    message: str
+    rank: int | None = None
+    step: int | None = None
+    line: int | None = None
+    file: str | None = None
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runbook: str | None = None
+    cause: str | None = None
+    next_step: str | None = None
+    ts: Any = None
+    count: int | None = None
+
+    @property
+    def status(self) -> str:
+        return {"error": "fail", "warning": "warn"}.get(self.severity, "pass")
+
+    @property
+    def where(self) -> str:
+        return ":".join(str(x) for x in (self.file, self.line) if x is not None)
+
+
+@dataclasses.dataclass
+class StepRow:
+    """One training-progress record of the log (a step or, for Megatron, an iteration)."""
+
+    step: int | None = None
+    iter: int | None = None
+    rank: int | None = None
+    loss: Measured | None = None
+    lr: Measured | None = None
+    grad_norm: Measured | None = None
+    loss_scale: Measured | None = None
+    step_time_ms: Measured | None = None
+    tokens_per_s: Measured | None = None
+    samples_per_s: Measured | None = None
+    tflops: Measured | None = None
+    mfu_pct: Measured | None = None
+    memory_gib: Measured | None = None
+    line: int | None = None
+    file: str | None = None
+
+    @property
+    def x(self) -> int | None:
+        return self.step if self.step is not None else self.iter
+
+
+@dataclasses.dataclass
+class LogAnalysisDoc(Header):
+    """``llmdiag analyze-log``: findings with the log lines they come from, and the progress."""
+
+    findings: list[LogFinding]
+    files: list[str] = dataclasses.field(default_factory=list)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    root_causes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    first_failing_rank: int | None = None
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    steps: list[StepRow] = dataclasses.field(default_factory=list)
+    steps_total: int | None = None
+    read: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- estimate-memory
+
+
+@dataclasses.dataclass
+class MemoryLine:
+    name: str
+    bytes: int
+    formula: str = ""
+    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class PlanIssue:
+    check: str
+    severity: Literal["fail", "warn"]
+    message: str
+    fix: str = ""
+    runbook: str | None = None
+
+
+@dataclasses.dataclass
+class Suggestion:
+    """A changed plan that fits, cheapest first."""
+
+    change: str
+    total: int
+    verdict: str
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    expected_cost: float | None = None
+    breakdown: dict[str, int] = dataclasses.field(default_factory=dict)
+    plan: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class MemoryEstimateDoc(Header):
+    """``llmdiag estimate-memory``: per-GPU memory of a plan by component, against the GPU."""
+
+    breakdown: dict[str, int] = dataclasses.field(metadata=_doc("bytes per GPU by component, and total"))
+    verdict: str = dataclasses.field(metadata=_doc("fits, tight or out-of-memory"))
+    model: dict[str, Any] | None = None
+    plan: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gpu_memory: int | None = dataclasses.field(default=None, metadata=_doc("bytes of the GPU planned against"))
+    gpu_memory_source: str | None = None
+    lines: list[MemoryLine] = dataclasses.field(default_factory=list)
+    worst_stage: int | None = None
+    stage_totals: dict[str, int] = dataclasses.field(default_factory=dict)
+    params_total: int | None = None
+    oom_when: str | None = None
+    headroom: int | None = dataclasses.field(default=None, metadata=_doc("bytes left (negative: short by)"))
+    plan_checks: list[PlanIssue] = dataclasses.field(default_factory=list)
+    suggestions: list[Suggestion] = dataclasses.field(default_factory=list)
+
+    @property
+    def parts(self) -> dict[str, int]:
+        return {k: v for k, v in self.breakdown.items() if k != "total" and isinstance(v, (int, float))}
+
+    @property
+    def total(self) -> int | None:
+        t = self.breakdown.get("total")
+        return t if t is not None else (sum(self.parts.values()) if self.parts else None)
+
+
+# ---------------------------------------------------------------- monitor
+
+
+@dataclasses.dataclass
+class Alert:
+    rule: str
+    severity: Literal["critical", "warning"]
+    message: str
+    time: float | None = None
+    node: str | None = None
+    device: str | None = None
+    observed: Any = None
+    threshold: Any = None
+    unit: str | None = None
+    runbook: str | None = None
+
+
+@dataclasses.dataclass
+class Series:
+    """A plotted time series: seconds since the monitor started, and the values."""
+
+    t: list[float]
+    v: list[Measured | None]
+
+
+@dataclasses.dataclass
+class Sample:
+    time: float | None = None
+    elapsed_s: float | None = None
+    host: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gpus: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    gpu_error: str | None = dataclasses.field(default=None, metadata=_doc("why the GPUs could not be read"))
+
+
+@dataclasses.dataclass
+class MonitorDoc(Header):
+    """``llmdiag monitor``: samples of GPUs and host, alerts by rule, the latest sample."""
+
+    node: str
+    samples: int
+    gpu_count: int
+    alerts: list[Alert]
+    created_at: float | None = None
+    started_at: float | None = dataclasses.field(default=None, metadata=_doc("Unix time: series t=0"))
+    finished_at: float | None = None
+    interval_s: float | None = None
+    gpu_note: str | None = None
+    driver: str | None = None
+    rules: list[str] = dataclasses.field(default_factory=list)
+    thresholds: dict[str, Any] = dataclasses.field(default_factory=dict)
+    alerts_total: int | None = None
+    alerts_by_rule: dict[str, int] = dataclasses.field(default_factory=dict)
+    active_alerts: list[Alert] = dataclasses.field(default_factory=list)
+    latest: Sample | None = None
+    stop_reason: str | None = None
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    series: dict[str, dict[str, Series]] = dataclasses.field(
+        default_factory=dict, metadata=_doc("group (gpu_util, gpu_mem, gpu_temp, gpu_power, host) -> label -> series"))
+    overhead: dict[str, Any] = dataclasses.field(default_factory=dict)
+    on_alert: dict[str, int] | None = dataclasses.field(default=None, metadata=_doc("--on-alert: sent, failed, dropped"))
+    timeline: dict[str, Any] | None = dataclasses.field(default=None, metadata=_doc("--timeline: path, rows"))
+
+
+# ---------------------------------------------------------------- the table of kinds
+
+#: kind -> its document class (``generic``: any document with the header)
+KINDS: dict[str, type] = {
+    "cluster": ClusterDoc,
+    "nccl-bench": NcclBenchDoc,
+    "log-analysis": LogAnalysisDoc,
+    "memory-estimate": MemoryEstimateDoc,
+    "monitor": MonitorDoc,
+    "generic": Header,
+}
+
+
+def to_dict(doc: Any) -> dict[str, Any]:
+    """A typed document as the plain dict the renderers and ``emit`` take (JSON-ready)."""
+    return dataclasses.asdict(doc)
+
+
+def read(doc: Mapping[str, Any]) -> Any:
+    """The typed document of ``doc`` (its ``kind`` picks the class)."""
+    return dataschema.read(KINDS.get(str(doc.get("kind")), Header), doc)
+
+
+def schema(kind: str) -> dict[str, Any]:
+    cls = KINDS[kind]
+    out = dataschema.json_schema(cls, title=f"llmdiag report document, kind {kind}",
+                                 schema_id=f"https://llmdiag.invalid/schemas/{kind}.json")
+    out["properties"]["kind"] = {"const": kind} if kind != "generic" else {"type": "string"}
+    return out
+
+
+def schema_text(kind: str) -> str:
+    return json.dumps(schema(kind), indent=2, ensure_ascii=False) + "\n"
+
+
+def shipped_schema_dir() -> Path:
+    return Path(__file__).resolve().parent / "schemas"
+
+
+def main(argv: list[str]) -> int:
+    """``python -m llmdiag.documents DIR...``: write every kind's schema into each DIR."""
+    for d in argv or [str(shipped_schema_dir())]:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        for kind in KINDS:
+            if kind != "generic":
+                (Path(d) / f"{kind}.json").write_text(schema_text(kind), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
