@@ -148,7 +148,8 @@ def spec_and_plan(cfg: dict[str, Any]):
         m = ModelSpec("gpt-layer", 2, cfg["h"], cfg["a"], 128, 4 * cfg["h"], gated=False, bias=True, norm="layer",
                       dropout=True)
     plan = Plan(dp=1, tp=cfg["t"], seq_len=cfg["s"], micro_batch=cfg["b"], attention=cfg["attention"],
-                recompute=cfg["recompute"], fused_norm=cfg.get("arch") != "llama")  # nn.RMSNorm is composite
+                recompute=cfg["recompute"], fused_norm=cfg.get("arch") != "llama",  # nn.RMSNorm is composite
+                framework="torch")  # separate nn.Linear modules: the gated MLP keeps act(gate)
     return m, plan
 
 

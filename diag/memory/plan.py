@@ -16,9 +16,14 @@ from typing import Any
 from llmdiag.errors import UsageError
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit")
-RECOMPUTE = ("none", "selective", "full")
+OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit", "paged-adam8bit")
+RECOMPUTE = ("none", "selective", "sac", "full")  # selective: Megatron's (attention core); sac: per-op
 ATTENTION = ("flash", "eager")
+FRAMEWORKS = ("megatron", "deepspeed", "torch")
+LOSSES = ("auto", "vocab-parallel", "upcast", "chunked", "fused")
+FP8 = ("none", "te", "torchao")
+QUANT = ("none", "nf4", "int8")
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +49,27 @@ class Plan:
     recompute: str = "none"
     attention: str = "flash"
     fused_norm: bool = True  # False: PyTorch's composite nn.RMSNorm (keeps fp32 copies of its input)
-    bucket_mb: float = 25.0  # DDP / ZeRO reduce bucket, MB (ZeRO: reduce_bucket_size)
+    bucket_mb: float | None = None  # reduce bucket, MB (None: DDP 25; DeepSpeed reduce_bucket_size 5e8 → 1000)
+    framework: str = "megatron"  # megatron (TE kernels, grad buffers) | deepspeed | torch (FSDP/DDP, torchtitan, HF)
+    loss: str = "auto"  # cross-entropy: vocab-parallel (Megatron), upcast (PyTorch fp32), chunked, fused
+    loss_chunks: int = 8  # chunks of a chunked loss (torchtune CEWithChunkedOutputLoss: 8)
+    recompute_interval: int = 1  # recompute one layer in N (torchtitan selective_ac_option = N)
+    recompute_layers: int | None = None  # Megatron --recompute-num-layers (block): layers recomputed per stage
+    optimizer_impl: str = "auto"  # fused (apex/TE/torch fused) or foreach (PyTorch's default on CUDA)
+    optimizer_in_backward: bool = False  # step each parameter in backward (torchtune): no full gradient set
+    offload_params: bool = False  # ZeRO-3 offload_param / FSDP cpu_offload
+    offload_grads: bool = False  # gradients on CPU (offload_optimizer / FSDP cpu_offload)
+    offload_optimizer: bool = False  # master weights and optimizer state on CPU
+    offload_activations: bool = False  # saved activations on CPU (torchtune enable_activation_offloading)
+    lora_rank: int = 0  # 0: full training; else LoRA adapters of this rank, frozen base
+    lora_targets: str = "attn"  # attn (q,k,v,o) | all (attention + MLP) | qv
+    base_quant: str = "none"  # frozen base weights: nf4 (QLoRA) or int8
+    fp8: str = "none"  # FP8 linears: te (Transformer Engine) or torchao float8
+    fp8_allgather: bool = False  # FSDP all-gathers weights in FP8
+    ds_overlap_comm: bool = False  # DeepSpeed overlap_comm: 4.5x the bucket buffers
+    ds_allgather_bucket: float = 0.0  # DeepSpeed allgather_bucket_size (elements, ZeRO 1/2)
+    ds_prefetch_bucket: float = 0.0  # DeepSpeed stage3_prefetch_bucket_size (elements)
+    pp_layers: tuple[int, ...] | None = None  # explicit layers per pipeline stage (uneven split)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "seq_len", "gpus_per_node"):
@@ -61,8 +86,16 @@ class Plan:
             raise UsageError(f"plan: global batch must be >= 1, got {self.global_batch}")
         if self.zero not in (0, 1, 2, 3):
             raise UsageError(f"plan: ZeRO stage must be 0, 1, 2 or 3, got {self.zero!r}")
+        if isinstance(self.pp_layers, list):
+            object.__setattr__(self, "pp_layers", tuple(self.pp_layers))
+        if self.pp_layers is not None and (len(self.pp_layers) != self.pp or any(int(x) < 0 for x in self.pp_layers)):
+            raise UsageError(f"plan: pp_layers gives {len(self.pp_layers)} stages, pp is {self.pp}")
+        for f in ("loss_chunks", "recompute_interval"):
+            if not isinstance(getattr(self, f), int) or getattr(self, f) < 1:
+                raise UsageError(f"plan: {f} must be a positive integer, got {getattr(self, f)!r}")
         for f, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("recompute", RECOMPUTE),
-                           ("attention", ATTENTION)):
+                           ("attention", ATTENTION), ("framework", FRAMEWORKS), ("loss", LOSSES), ("fp8", FP8),
+                           ("base_quant", QUANT), ("optimizer_impl", OPTIMIZER_IMPLS)):
             if getattr(self, f) not in allowed:
                 raise UsageError(f"plan: {f} must be one of {', '.join(allowed)}, got {getattr(self, f)!r}")
 
@@ -82,6 +115,36 @@ class Plan:
         if self.global_batch is None:
             return self.pp  # unknown: assume enough to fill the pipeline (the worst case for memory)
         return max(1, self.global_batch // (self.micro_batch * self.dp_size))
+
+    @property
+    def ds_optimizer(self) -> bool:
+        """DeepSpeed's ZeRO optimizer (DeepSpeed, or Megatron-DeepSpeed with a ZeRO stage)."""
+        return self.framework == "deepspeed" or (self.framework == "megatron" and self.zero >= 1)
+
+    @property
+    def grad_bytes(self) -> int:
+        """Gradient bytes per parameter: Megatron accumulates bf16 training in fp32 main_grad."""
+        if self.precision == "fp32" or self.grad_fp32 or (self.framework == "megatron" and self.precision == "bf16"):
+            return 4
+        return 2
+
+    @property
+    def reduce_bucket_mb(self) -> float:
+        if self.bucket_mb is not None:
+            return self.bucket_mb
+        return {"torch": 25.0, "deepspeed": 1000.0}.get(self.framework, 0.0)
+
+    @property
+    def loss_kind(self) -> str:
+        if self.loss != "auto":
+            return self.loss
+        return "vocab-parallel" if self.framework == "megatron" else "upcast"
+
+    @property
+    def fused_optimizer(self) -> bool:
+        if self.optimizer_impl != "auto":
+            return self.optimizer_impl == "fused"
+        return self.framework != "torch" or self.optimizer in ("adam8bit", "paged-adam8bit")
 
     def replace(self, **kw: Any) -> Plan:
         return dataclasses.replace(self, **kw)

@@ -47,7 +47,7 @@ def test_zero_paper_table():
     """Rajbhandari et al.: 7.5B params, d=64, Adam mixed precision: 120, 31.4, 16.6, 1.9 GB."""
     got = []
     for stage in range(4):
-        plan = Plan(dp=64, zero=stage, precision="bf16", optimizer="adam")
+        plan = Plan(dp=64, zero=stage, precision="fp16", optimizer="adam", framework="torch")
         lines = {x.name: x.bytes for x in estimate.model_state_lines(7.5e9, plan)}
         got.append(round(sum(lines.values()) / 1e9, 1))
     assert got == [120.0, 31.4, 16.6, 1.9]

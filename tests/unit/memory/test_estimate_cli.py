@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from llmdiag.memory import estimate
 from tests.conftest import cli_env, llmdiag_argv
 
 
@@ -32,7 +33,7 @@ def test_oom_plan_suggestions_fit_and_pass_checks():
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "out-of-memory" and doc["suggestions"]
     for s in doc["suggestions"]:
-        assert s["total"] <= 0.9 * 80 * 2**30
+        assert s["total"] <= estimate.FITS_FRACTION * 80 * 2**30
         args = []
         for k, v in s["settings"].items():
             flag = "--" + k.replace("_", "-")

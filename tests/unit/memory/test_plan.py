@@ -92,7 +92,7 @@ def test_worst_stage_is_last_with_large_vocab_and_first_otherwise():
     l3 = models.preset("llama3-8b")
     p = Plan(pp=4, world_size=4, seq_len=8192, micro_batch=4, recompute="full", global_batch=4)
     est = estimate.estimate(l3, p)
-    assert est["worst_stage"] == 3 and est["breakdown"]["logits"] == 4 * 8192 * 4 * 128256
+    assert est["worst_stage"] == 3 and est["breakdown"]["logits"] == 6 * 8192 * 4 * 128256  # vocab-parallel CE
     est = estimate.estimate(l3, p.replace(recompute="none", global_batch=64))
     assert est["worst_stage"] == 0 and est["breakdown"]["logits"] == 0
 
@@ -133,4 +133,4 @@ def test_suggestions_keep_the_gpu_count_and_rank_by_cost():
     for t in tips:
         q = t["plan"]
         assert q["tp"] * q["pp"] * q["cp"] * q["dp_size"] == 8
-        assert t["total"] <= 0.9 * gpu
+        assert t["total"] <= estimate.FITS_FRACTION * gpu

@@ -1,0 +1,55 @@
+"""The published and measured cases of ../shared/memory/cases-dev.json, reproduced by the estimator.
+
+Each case is mapped onto estimator inputs by the meaning of its fields (llmdiag.memory.cases),
+never by a per-case number; the test holds each expressed case to its tolerance hint (analytic
+cases to print rounding). KNOWN_GAPS lists the cases that are outside today, with the reason;
+they are strict xfails, so a case that starts passing must be moved out of the list.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from llmdiag.memory import cases
+from tests.conftest import SHARED
+
+CASES_FILE = Path(os.environ.get("LLMDIAG_MEMORY_CASES", SHARED / "memory" / "cases-dev.json"))
+ALL = cases.load(CASES_FILE) if CASES_FILE.is_file() else []
+
+KNOWN_GAPS = {
+    "megatron_toy_weight_optimizer": "physical count of stage 0 is 3456 params (norms replicated, the final "
+                                     "norm on the last stage); Megatron's formula spreads the final norm over "
+                                     "stages and divides norms by tp (3400): 31104 vs 30600 bytes, +1.6 %",
+    "torchtune_llama31_8b_qlora_1x4090": "estimated at the 2048-token maximum; the README's run trains on "
+                                         "alpaca samples mostly far shorter than max_seq_len (+29 %)",
+}
+
+
+@pytest.mark.skipif(not ALL, reason=f"no cases file at {CASES_FILE}")
+@pytest.mark.parametrize("case", ALL, ids=lambda c: c["id"])
+def test_case_within_its_tolerance(case):
+    try:
+        r = cases.evaluate(case)
+    except cases.NotExpressed as exc:
+        pytest.skip(f"not a training-step quantity: {exc}")
+    if case["id"] in KNOWN_GAPS:
+        pytest.xfail(KNOWN_GAPS[case["id"]]) if not r["ok"] else pytest.fail("known gap now passes: update KNOWN_GAPS")
+    assert r["ok"], r
+
+
+def test_most_cases_are_expressed():
+    if not ALL:
+        pytest.skip("no cases file")
+    expressed = []
+    for c in ALL:
+        try:
+            expressed.append(cases.evaluate(c))
+        except cases.NotExpressed:
+            pass
+    assert len(expressed) >= len(ALL) - 1
+    measured = [r for r in expressed if r["error"] is not None and not r["kind"].startswith("analytic")]
+    within = sum(abs(r["error"]) <= 0.15 for r in measured)
+    assert within >= 0.8 * len(measured), [(r["id"], round(r["error"], 3)) for r in measured]
