@@ -206,8 +206,13 @@ def _layer_mode(plan: Plan, pos: int) -> str:
 def activation_lines(m: ModelSpec, plan: Plan, stage: int) -> list[Line]:
     rng = _stage_range(m, plan, stage)
     flight = in_flight(plan, stage)
-    per_layer = [activations.layer_bytes(m, plan, recompute=_layer_mode(plan, pos), moe_layer=m.is_moe_layer(i))
-                 for pos, i in enumerate(rng)]
+    memo: dict[tuple[str, bool], float] = {}
+    per_layer = []
+    for pos, i in enumerate(rng):
+        key = (_layer_mode(plan, pos), m.is_moe_layer(i))
+        if key not in memo:
+            memo[key] = activations.layer_bytes(m, plan, recompute=key[0], moe_layer=key[1])
+        per_layer.append(memo[key])
     kind = m.is_moe_layer(rng[-1]) if len(rng) else m.moe
     inputs = {"s": plan.seq_len, "b": plan.micro_batch, "h": m.hidden, "a": m.heads, "t": plan.tp,
               "cp": plan.cp, "sp": plan.sequence_parallel, "recompute": plan.recompute,

@@ -55,6 +55,7 @@ class ModelSpec:
     qk_norm: bool = False  # RMSNorm on q and k per head (Qwen3, Gemma-3)
     router_bias: bool = False  # DeepSeek-V3 router score-correction bias
     shared_gate: bool = False  # Qwen-MoE: a sigmoid gate (h -> 1) on the shared expert
+    head_bias: bool = False  # a bias on the output projection (Phi-2)
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "vocab", "ffn", "experts", "top_k"):
@@ -163,7 +164,7 @@ class ModelSpec:
 
     def head_params(self) -> int:
         """Final norm plus the output projection (0 extra when tied)."""
-        return self.norm_params() + (0 if self.tied else self.vocab * self.hidden)
+        return self.norm_params() + (0 if self.tied else self.vocab * self.hidden) + (self.vocab if self.head_bias else 0)
 
     def total_params(self) -> int:
         return sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params() + self.head_params()
@@ -314,7 +315,7 @@ def read_hf_config(path: str | Path) -> tuple[ModelSpec, list[str]]:
         if mtype == "gemma":
             kw["tied"] = bool(cfg.get("tie_word_embeddings", True))
         if mtype == "phi":  # Phi-1/2: parallel attention and MLP behind one LayerNorm, GeLU MLP, biases
-            kw.update(gated=False, bias=True, norm="layer", extra_norms=-1)
+            kw.update(gated=False, bias=True, norm="layer", extra_norms=-1, head_bias=True)
         experts = int(get("num_local_experts") or get("n_routed_experts") or get("num_experts") or 1)
         if experts > 1:
             moe_ffn = int(get("moe_intermediate_size") or dense_ffn)
