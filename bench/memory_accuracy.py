@@ -29,7 +29,8 @@ def case_table(path: Path) -> None:
     print("| case | kind | compared | value | estimate | signed error | tolerance | within |")
     print("|---|---|---|---|---|---|---|---|")
     errs = []
-    for c in cases.load(path):
+    base = cases.load(path)
+    for c in base + [v for b in base for v in cases.related_variants(b)]:
         try:
             r = cases.evaluate(c)
         except cases.NotExpressed as exc:

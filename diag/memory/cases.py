@@ -29,7 +29,7 @@ class Expressed:
     plan: Plan
     params: float | None
     largest_layer: float | None
-    measure: str  # model_states | deepspeed_states | comm_buckets | loss | reserved | device
+    measure: str  # model_states | deepspeed_states | comm_buckets | loss | allocated | reserved | device
     gpu_memory: int | None
 
 
@@ -119,14 +119,18 @@ def express(case: dict[str, Any]) -> Expressed:
         raise NotExpressed("memory right after initialize depends on how the model was loaded before "
                            "partitioning (not a training-step peak)")
     prec = str(tr.get("precision") or tr.get("dtype") or tr.get("param_dtype") or "bf16").lower()
+    if "not stated" in prec or "unknown" in prec:
+        # Megatron(-DeepSpeed) trains in fp16 unless --bf16 is given; the others default to bf16
+        prec = "fp16" if fw == "megatron" else "bf16"
     kw["precision"] = "fp32" if ("fp32" in prec or "float32" in prec) else ("fp16" if "fp16" in prec else "bf16")
     if kw["precision"] == "fp32":
         kw["master_weights"] = False
     for k in ("tp", "pp", "cp", "ep"):
         if _int(par.get(k)) is not None:
             kw[k] = _int(par[k])
-    if par.get("fsdp"):
-        kw.update(dp=int(par["fsdp"]), zero=3)
+    fsdp = par.get("fsdp") or par.get("dp_shard")
+    if fsdp:
+        kw.update(dp=int(fsdp) * int(_int(par.get("dp_replicate")) or 1), zero=3)
     elif _int(par.get("dp")):
         kw["dp"] = _int(par["dp"])
     if par.get("nodes") and par.get("gpus_per_node") and "dp" not in kw:
@@ -145,27 +149,45 @@ def express(case: dict[str, Any]) -> Expressed:
         kw["micro_batch"] = int(mb)
     if tr.get("global_batch"):
         kw["global_batch"] = int(tr["global_batch"])
-    rc = str(tr.get("recompute", "")).lower()
-    if rc.startswith("full"):
+    rc = str(tr.get("recompute", tr.get("activation_checkpointing", ""))).lower()
+    every = re.search(r"(?:every|interval|option)\D{0,12}(\d+)", rc)
+    block = re.search(r"block\D{0,30}(\d+)|(\d+)\s*layers?\s*(?:per stage|block)", rc)
+    if rc.startswith("full") or rc in ("true", "yes"):
         kw["recompute"] = "full"
+        if block and "block" in rc:
+            kw["recompute_layers"] = int(block.group(1) or block.group(2))
+    elif rc.startswith("selective") and fw == "torch":
+        # torchtitan/torchtune: "selective" is per-op SAC ("op") or one layer in N fully recomputed
+        if every:
+            kw.update(recompute="full", recompute_interval=int(every.group(1)))
+        else:
+            kw["recompute"] = "sac"
     elif rc.startswith("selective"):
         kw["recompute"] = "selective"
     elif not rc and fw == "megatron" and "checkpoint-activations" in str(case.get("notes", "")):
         kw["recompute"] = "full"  # the launch script's --checkpoint-activations
     opt = str(tr.get("optimizer", "adam")).lower()
-    kw["optimizer"] = "sgd" if "sgd" in opt else ("adam8bit" if "8bit" in opt else "adam")
+    kw["optimizer"] = "sgd" if "sgd" in opt else (("paged-adam8bit" if "paged" in opt else "adam8bit")
+                                                  if "8bit" in opt or "8-bit" in opt else "adam")
+    if tr.get("optimizer_in_bwd") or tr.get("optimizer_in_backward"):
+        kw["optimizer_in_backward"] = True
+    if tr.get("activation_offloading") or tr.get("enable_activation_offloading"):
+        kw["offload_activations"] = True
+    if par.get("vpp") or par.get("virtual_pipeline"):
+        kw["vpp"] = _int(par.get("vpp") or par.get("virtual_pipeline"))
     if tr.get("float8"):
         kw["fp8"] = "torchao" if "torchao" in str(tr["float8"]).lower() else "te"
     method = str(tr.get("method", "")).lower()
     if "lora" in method:
         rank = re.search(r"rank\s*(\d+)", method)
         kw["lora_rank"] = int(rank.group(1)) if rank else 8
-        kw["lora_targets"] = "all" if "mlp" in method else "attn"
+        on = method.split(" on ", 1)[1] if " on " in method else "q,k,v,o"
+        kw["lora_targets"] = "all" if "mlp" in on else ("attn" if re.search(r"\bk\b|\bo\b", on) else "qv")
         kw["base_quant"] = "nf4" if ("nf4" in method or "qlora" in method) else ("int8" if "int8" in method else "none")
-    if str(tr.get("offload_param", "none")).lower() == "cpu":
+    if str(tr.get("offload_param", "none")).lower() in ("cpu", "nvme"):
         kw["offload_params"] = True
-    if str(tr.get("offload_optimizer", "none")).lower() == "cpu":
-        kw["offload_optimizer"] = True
+    if str(tr.get("offload_optimizer", "none")).lower() in ("cpu", "nvme"):
+        kw.update(offload_optimizer=True, offload_grads=True)
     if tr.get("fsdp_cpu_offload"):
         kw.update(offload_params=True, offload_grads=True, offload_optimizer=True)
     if tr.get("fused_optimizer") and "torchtune" in case["source"]:
@@ -202,6 +224,8 @@ def express(case: dict[str, Any]) -> Expressed:
         measure = "loss"
     elif "reserved" in q or "peak memory" in q:
         measure = "reserved"
+    elif "allocated" in q or "active" in q:
+        measure = "allocated"
     if kw.get("dp", 1) > 1 and kw.get("zero") is None and "distributed_optimizer" not in kw and measure == "comm_buckets":
         kw["zero"] = 2
     return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
@@ -215,6 +239,7 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     states = sum(lines[k] for k in ("weights", "gradients", "master_weights", "optimizer_states"))
     got = {"model_states": states, "deepspeed_states": states + lines["gathered_params"],
            "comm_buckets": lines["comm_buckets"], "loss": lines["logits"], "reserved": est["peak"]["reserved"],
+           "allocated": est["peak"]["allocated"],
            "device": est["breakdown"]["total"]}[ex.measure]
     if ex.measure == "loss":  # the loss line of the stage that computes it, whichever phase peaks
         from llmdiag.memory.estimate import loss_line
@@ -254,3 +279,32 @@ def _within(case: dict[str, Any], got: float, err: float) -> bool:
 
 def load(path: str | Path) -> list[dict[str, Any]]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+_VARIANT = re.compile(r"^(?:pp(?P<pp>\d+)_)?(?:dp(?P<dp>\d+)_)?mbs(?P<mbs>\d+)_GB$"
+                      r"|^fsdp(?P<fsdp>\d+)_cp(?P<cp>\d+)_(?P<k>\d+)k$")
+
+
+def related_variants(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The measured neighbours a case lists under ``related`` with a plan in their key
+    (``mbs2_GB``, ``pp6_dp8_mbs4_GB``, ``fsdp4_cp2_64k``), as cases of their own."""
+    out = []
+    for key, value in (case.get("related") or {}).items():
+        mt = _VARIANT.match(key)
+        if not mt or not isinstance(value, (int, float)):
+            continue
+        v = json.loads(json.dumps(case))
+        v["id"], v["value"] = f"{case['id']}~{key}", value
+        v.pop("related", None)
+        if mt.group("mbs"):
+            v["training"]["micro_batch"] = int(mt.group("mbs"))
+            v["training"].pop("local_batch", None)
+            if mt.group("pp"):
+                v["parallel"]["pp"] = int(mt.group("pp"))
+            if mt.group("dp"):
+                v["parallel"]["dp"] = int(mt.group("dp"))
+        else:
+            v["parallel"].update(fsdp=int(mt.group("fsdp")), cp=int(mt.group("cp")))
+            v["model"]["seq"] = int(mt.group("k")) * 1024
+        out.append(v)
+    return out

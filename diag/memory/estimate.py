@@ -157,8 +157,9 @@ def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
     gbytes, gform = n_t * g / shard_grad, f"P_trainable × {g} B / {shard_grad}"
     if plan.ds_optimizer and plan.zero >= 1 and plan.precision != "fp32":
         if plan.framework == "megatron" and plan.precision == "bf16" and plan.zero == 1:
-            # Megatron-DeepSpeed's BF16_Optimizer accumulates into an unsharded fp32 gradient buffer
-            gbytes, gform = 4 * n_t, "P_trainable × 4 B (BF16_Optimizer fp32 gradients, unsharded)"
+            # Megatron-DeepSpeed's BF16_Optimizer copies the bf16 gradients of a backward into an
+            # unsharded fp32 buffer after it ends: both exist at the end of backward
+            gbytes, gform = 6 * n_t, "P_trainable × (2 B bf16 + 4 B BF16_Optimizer fp32, unsharded)"
         else:
             # DeepSpeed's ZeRO optimizers keep an fp32 gradient partition beside the 16-bit gradients
             # (stage 3: only the partition; its estimator counts 18 B/param)
@@ -226,7 +227,15 @@ def activation_lines(m: ModelSpec, plan: Plan, stage: int) -> list[Line]:
         total += work
         inputs["recompute_working_set_bytes"] = int(work)
         formula += " + one recomputed layer"
-    elif plan.offload_activations and len(rng):  # one layer's activations in flight to / from the CPU
+    if plan.ds_optimizer and plan.framework == "megatron" and plan.pp > 1:
+        # DeepSpeed's pipeline engine keeps each in-flight micro batch's stage output for its
+        # backward (Megatron-LM frees the output's data once sent)
+        out = 2 * plan.seq_len / plan.cp * plan.micro_batch * m.hidden / (plan.tp if plan.sequence_parallel else 1)
+        total += out * flight
+        inputs["pipe_output_buffers_bytes"] = int(out * flight)
+        formula += " + pipeline output buffers"
+    if plan.recompute not in ("full", "sac") and plan.offload_activations and len(rng):
+        # one layer's activations in flight to / from the CPU
         work = 2 * activations.layer_bytes(m, plan.replace(offload_activations=False), moe_layer=kind)
         total += work
         formula = "offloaded; two layers in transfer"
