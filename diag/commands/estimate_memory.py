@@ -50,6 +50,9 @@ POS = click.IntRange(min=1)
 @click.option("--gated/--ungated", default=None, help="Gated (SwiGLU) or plain MLP.")
 @click.option("--vocab", type=POS)
 @click.option("--tied/--untied", default=None, help="Tied input/output embeddings.")
+@click.option("--linear-bias/--no-linear-bias", "bias", default=None, help="Biases on every linear and norm (GPT).")
+@click.option("--learned-positions", "positions", type=click.IntRange(min=0),
+              help="Rows of a learned position embedding (0: rotary).")
 @click.option("--experts", type=POS, help="MoE experts per layer.")
 @click.option("--top-k", type=POS, help="MoE experts per token.")
 @click.option("--tp", type=POS)
@@ -122,7 +125,7 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     section = cfg.section("job")
     warnings: list[str] = []
     dims = {k: kw.pop(k) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab",
-                                   "tied", "experts", "top_k")}
+                                   "tied", "bias", "positions", "experts", "top_k")}
     titan = kw.pop("torchtitan_toml")
     titan_model = None
     if titan:
