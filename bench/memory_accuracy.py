@@ -3,7 +3,7 @@
 1. Cases (``../shared/memory/cases-dev.json`` or the file given as the first argument, same
    format): the estimate of what each case measured, its signed error, its tolerance, and the
    median |error| and share within ±15 % over the measured ones.
-2. Activations per layer measured on CPU (every distinct saved storage under
+2. The loss peak (fp32-upcast and chunked cross-entropy) of a real process, and activations per layer measured on CPU (every distinct saved storage under
    ``saved_tensors_hooks``) against the estimate and Korthikanti et al.'s closed form.
 Run: .venv/bin/python bench/memory_accuracy.py [cases.json]
 """
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llmdiag.memory import cases  # noqa: E402
 from llmdiag.memory.activations import korthikanti  # noqa: E402
-from llmdiag.memory.measure import compare, grid, spec_and_plan  # noqa: E402
+from llmdiag.memory.measure import compare, compare_loss, grid, loss_grid, spec_and_plan  # noqa: E402
 
 DEFAULT_CASES = Path(__file__).resolve().parent.parent.parent / "shared" / "memory" / "cases-dev.json"
 
@@ -73,12 +73,24 @@ def grid_table() -> None:
           f"({len(grid())} points, {time.perf_counter() - t0:.1f} s)")
 
 
+def loss_table() -> None:
+    print("## Loss peak, measured as a process's resident-set high-water mark (VmHWM)\n")
+    print("| loss | tokens N | vocab V | measured bytes | estimate | error | measured / (N·V) |")
+    print("|---|---|---|---|---|---|---|")
+    for c in loss_grid():
+        measured, est = compare_loss(c)
+        print(f"| {c['kind']} | {c['n']} | {c['v']} | {measured:.0f} | {est:.0f} | {(est - measured) / measured * 100:+.1f}% "
+              f"| {measured / (c['n'] * c['v']):.2f} |")
+    print()
+
+
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_CASES
     if path.is_file():
         case_table(path)
     else:
         print(f"(no cases file at {path})\n")
+    loss_table()
     grid_table()
 
 

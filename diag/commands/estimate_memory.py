@@ -90,6 +90,7 @@ POS = click.IntRange(min=1)
 @click.option("--loss", type=click.Choice(["auto", "vocab-parallel", "upcast", "chunked", "fused"]),
               help="Cross-entropy: vocab-parallel (Megatron), upcast (fp32 logits), chunked, fused (no logits).")
 @click.option("--loss-chunks", type=POS, help="Chunks of a chunked loss (default 8).")
+@click.option("--compile-loss", is_flag=True, default=None, help="The loss runs under torch.compile (no fp32 copies).")
 @click.option("--offload", help="CPU offload, comma-separated: params, grads, optimizer, activations, all.")
 @click.option("--lora-rank", type=click.IntRange(min=0), help="Train LoRA adapters of this rank on a frozen base.")
 @click.option("--lora-targets", type=click.Choice(["attn", "qv", "all"]), help="attn: q,k,v,o; all: + MLP.")

@@ -194,6 +194,7 @@ def express(case: dict[str, Any]) -> Expressed:
         kw["optimizer_in_backward"] = True  # torchtune's "fused optimizer": the step runs in backward
     if "torchtune" in case["source"]:
         kw["loss"] = "chunked"  # torchtune recipes use CEWithChunkedOutputLoss
+        kw["compile_loss"] = bool(tr.get("compile"))  # and compile it with the model (compile_loss)
     if tr.get("overlap_comm"):
         kw["ds_overlap_comm"] = True
         kw["framework"] = "deepspeed"

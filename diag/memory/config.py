@@ -35,6 +35,7 @@ register_section(
         Field("loss", "str", None, "cross-entropy kind (auto: vocab-parallel for megatron, upcast otherwise)",
               choices=plan.LOSSES),
         Field("loss_chunks", "int", None, "chunks of a chunked loss", min=1),
+        Field("compile_loss", "bool", None, "the loss runs under torch.compile (no fp32 copies of the logits)"),
         Field("recompute_interval", "int", None, "recompute one layer in N (torchtitan selective_ac_option)", min=1),
         Field("recompute_layers", "int", None, "layers per stage recomputed (Megatron --recompute-num-layers, block)", min=0),
         Field("optimizer_impl", "str", None, "fused or foreach optimizer step", choices=plan.OPTIMIZER_IMPLS),
@@ -56,6 +57,6 @@ register_section(
 #: [job] keys that are plan fields (the rest select the model or the GPU size).
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "world_size", "gpus_per_node", "sequence_parallel", "vpp", "zero",
              "distributed_optimizer", "micro_batch", "global_batch", "seq_len", "precision", "optimizer",
-             "recompute", "attention", "fused_norm", "framework", "loss", "loss_chunks", "recompute_interval",
+             "recompute", "attention", "fused_norm", "framework", "loss", "loss_chunks", "compile_loss", "recompute_interval",
              "recompute_layers", "optimizer_impl", "optimizer_in_backward", "offload", "lora_rank", "lora_targets",
              "base_quant", "fp8", "fp8_allgather", "pp_layers")

@@ -249,23 +249,31 @@ def loss_line(m: ModelSpec, plan: Plan, stage: int) -> Line:
     - vocab-parallel (Megatron): 16-bit logits + an fp32 softmax computed in place, whose backward
       reuses it; the 16-bit gradient appears beside it: 6·N·V/t;
     - upcast (``F.cross_entropy(logits.float())``): backward holds the fp32 log-probabilities,
-      the fp32 gradient of them and the fp32 gradient of the logits: 12·N·V/t;
-    - chunked (torchtune): the 16-bit logits stay, the fp32 work is per chunk: 2·N·V + 12·N·V/chunks;
+      the fp32 gradient of them and the fp32 gradient of the logits: 12·N·V/t (measured on CPU);
+    - chunked (torchtune's CEWithChunkedOutputLoss): every chunk's fp32 log-probabilities stay
+      saved until backward (4·N·V) beside the 16-bit logits (2·N·V), plus one chunk's transients:
+      6·N·V/t + 8·N·V/(t·chunks) (measured on CPU);
+    - compiled (torch.compile fuses the upcast into the kernel: only 16-bit logits and gradients):
+      4·N·V/t, chunked 2·N·V/t + 2·N·V/(t·chunks);
     - fused (fused linear cross-entropy, CCE, Liger): no logits are materialised: ~0.
     """
     n = plan.seq_len / plan.cp * plan.micro_batch
     v = m.vocab / plan.tp
-    inp = {"tokens": int(n), "V_per_gpu": int(v), "loss": plan.loss_kind}
+    inp = {"tokens": int(n), "V_per_gpu": int(v), "loss": plan.loss_kind, "compiled": plan.compile_loss}
     if stage != plan.pp - 1:
         return Line("logits", 0.0, "no loss on this stage", inp)
-    kind = plan.loss_kind
+    kind, c = plan.loss_kind, plan.loss_chunks
     if kind == "vocab-parallel":
         return Line("logits", 6 * n * v, "6·N·V/t (16-bit logits + fp32 softmax, in place)", inp)
+    if kind == "upcast" and plan.compile_loss:
+        return Line("logits", 4 * n * v, "4·N·V/t (compiled: 16-bit logits + 16-bit gradient)", inp)
     if kind == "upcast":
         return Line("logits", 12 * n * v, "12·N·V/t (fp32 log-probs + their grad + logits grad)", inp)
     if kind == "chunked":
-        inp["chunks"] = plan.loss_chunks
-        return Line("logits", 2 * n * v + 12 * n * v / plan.loss_chunks, "2·N·V/t + 12·N·V/t / chunks", inp)
+        inp["chunks"] = c
+        if plan.compile_loss:
+            return Line("logits", 2 * n * v + 2 * n * v / c, "2·N·V/t + 2·N·V/t / chunks (compiled)", inp)
+        return Line("logits", 6 * n * v + 8 * n * v / c, "6·N·V/t + 8·N·V/t / chunks", inp)
     return Line("logits", 0.0, "fused linear + cross-entropy: logits never materialised", inp)
 
 

@@ -159,3 +159,63 @@ def compare(cfg: dict[str, Any]) -> tuple[float, float]:
 
     m, plan = spec_and_plan(cfg)
     return measure_layer_bytes(**cfg)["bytes_per_layer"], layer_bytes(m, plan, device="cpu")
+
+
+# ---- the loss: peak memory of cross-entropy over a logits matrix, measured as process RSS -------
+_LOSS_SCRIPT = r"""
+import sys, torch, torch.nn.functional as F
+kind, n, v, c, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), 64
+
+
+def hwm():  # this address space's resident high-water mark (ru_maxrss would carry the parent's over exec)
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+
+
+torch.manual_seed(0)
+hidden = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
+w = torch.randn(h, v, dtype=torch.bfloat16, requires_grad=True)
+labels = torch.randint(0, v, (n,))
+x = torch.randn(8, 16, requires_grad=True)  # warm the kernels up on a tiny problem
+(F.cross_entropy((x @ torch.randn(16, 16)).float(), torch.zeros(8, dtype=torch.long))).backward()
+base = hwm()
+logits = hidden @ w
+if kind == "upcast":
+    loss = F.cross_entropy(logits.float(), labels)
+else:
+    loss = sum(F.cross_entropy(a.float(), b, reduction="sum") for a, b in zip(logits.chunk(c), labels.chunk(c))) / n
+del logits  # as torchtitan and torchtune do before backward
+loss.backward()
+print(hwm() - base)
+"""
+
+
+def measure_loss_peak(kind: str, n: int, v: int, chunks: int = 8) -> int:
+    """Peak bytes the loss adds (logits, fp32 copies, backward), in a fresh process.
+
+    Large blocks are forced onto mmap (``MALLOC_MMAP_THRESHOLD_``) so a freed tensor leaves the
+    resident set at once and the high-water mark (``VmHWM``) is the live-tensor peak.
+    """
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _LOSS_SCRIPT, kind, str(n), str(v), str(chunks)],
+                         capture_output=True, text=True, env=env, timeout=300, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def loss_grid() -> list[dict[str, Any]]:
+    return [dict(kind=k, n=n, v=v, chunks=8) for k in ("upcast", "chunked") for n, v in ((2048, 8192), (1024, 32768))]
+
+
+def compare_loss(cfg: dict[str, Any]) -> tuple[float, float]:
+    """(measured, estimated) peak bytes of the loss for one grid point."""
+    from llmdiag.memory.estimate import loss_line
+    from llmdiag.memory.models import ModelSpec
+    from llmdiag.memory.plan import Plan
+
+    m = ModelSpec("loss", 1, 64, 1, cfg["v"], 64)
+    plan = Plan(dp=1, seq_len=cfg["n"], loss=cfg["kind"], loss_chunks=cfg["chunks"])
+    return float(measure_loss_peak(cfg["kind"], cfg["n"], cfg["v"], cfg["chunks"])), loss_line(m, plan, 0).bytes

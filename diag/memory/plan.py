@@ -51,6 +51,7 @@ class Plan:
     framework: str = "torch"  # megatron (TE kernels, grad buffers) | deepspeed | torch (FSDP/DDP, torchtitan, HF)
     loss: str = "auto"  # cross-entropy: vocab-parallel (Megatron), upcast (PyTorch fp32), chunked, fused
     loss_chunks: int = 8  # chunks of a chunked loss (torchtune CEWithChunkedOutputLoss: 8)
+    compile_loss: bool = False  # the loss runs under torch.compile (torchtune compile=True): no fp32 copies
     recompute_interval: int = 1  # recompute one layer in N (torchtitan selective_ac_option = N)
     recompute_layers: int | None = None  # Megatron --recompute-num-layers (block): layers recomputed per stage
     optimizer_impl: str = "auto"  # fused (apex/TE/torch fused) or foreach (PyTorch's default on CUDA)
