@@ -370,9 +370,14 @@ def stage_lines(m: ModelSpec | None, params: float | None, plan: Plan, stage: in
 
 
 def estimate(m: ModelSpec | None, plan: Plan, *, params: float | None = None,
-             gpu_memory: int | None = None, largest_layer: float | None = None) -> dict[str, Any]:
-    """Breakdown of the worst stage, every stage's peak, the verdict against ``gpu_memory`` (bytes)."""
-    stages = range(plan.pp) if m is not None else [0]
+             gpu_memory: int | None = None, largest_layer: float | None = None,
+             quick: bool = False) -> dict[str, Any]:
+    """Breakdown of the worst stage, every stage's peak, the verdict against ``gpu_memory`` (bytes).
+
+    ``quick`` (the search): only the stages that can be the worst — the first (most micro batches
+    in flight, the embedding), the second (an extra layer of an uneven split) and the last (the loss).
+    """
+    stages = (sorted({0, min(1, plan.pp - 1), plan.pp - 1}) if quick else range(plan.pp)) if m is not None else [0]
     per_stage = [stage_breakdown(m, params, plan, st, largest_layer) for st in stages]
     worst = max(per_stage, key=lambda x: x["device"])
     lines = worst["lines"]

@@ -157,7 +157,7 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
         try:
             if checks.failing(checks.check_plan(m, _plan(base, lay, frugal))):
                 continue
-            if estimate(m, _plan(base, lay, frugal))["breakdown"]["total"] > FITS_FRACTION * gpu_memory:
+            if estimate(m, _plan(base, lay, frugal), quick=True)["breakdown"]["total"] > FITS_FRACTION * gpu_memory:
                 continue  # not even the most frugal setting fits this layout
         except Exception:  # noqa: BLE001 - an impossible combination is simply not a candidate
             continue
@@ -167,7 +167,9 @@ def suggest(m: ModelSpec | None, plan: Plan, gpu_memory: int, *, params: float |
             if picks and knob["optimizer"] != base.optimizer:
                 continue
             p = _plan(base, lay, knob)
-            est = estimate(m, p, gpu_memory=gpu_memory)
+            est = estimate(m, p, gpu_memory=gpu_memory, quick=True)
+            if est["verdict"] == "fits":
+                est = estimate(m, p, gpu_memory=gpu_memory)  # every stage, for the plan shown
             if est["verdict"] == "fits":
                 picks.append((p, knob, est))
                 if knob["optimizer"] == base.optimizer:
