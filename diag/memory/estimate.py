@@ -94,6 +94,7 @@ class StageParams:
     frozen_bytes: float  # bytes of the frozen base (quantised linears)
     largest: float  # largest unit ZeRO-3 / FSDP gathers at once (a layer, or the embedding)
     head_params: float  # output projection on this stage (its gradient exists at the loss peak)
+    linear: float = 0.0  # transformer-layer matrices on this GPU (what FP8 linears cast)
 
 
 def stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
@@ -130,8 +131,8 @@ def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: 
             other += head
             largest = max(largest, head)
     if plan.lora_rank:
-        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0)
-    return StageParams(lin + other, 0.0, 0.0, largest, head)
+        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin)
+    return StageParams(lin + other, 0.0, 0.0, largest, head, lin)
 
 
 def _shards(plan: Plan) -> tuple[int, int, int, int]:
@@ -313,6 +314,12 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
         gathered = per * sp.largest
     gline = Line("gathered_params", gathered, "unsharded largest layer(s) during forward/backward",
                  {"largest_layer_params_per_gpu": int(sp.largest)})
+    if plan.fp8 == "te" and not plan.fp8_allgather and not plan.offload_params:
+        # Transformer Engine casts each weight to FP8 once per step and keeps the FP8 copy and its
+        # transpose for the remaining micro batches and the backward (is_first_microbatch caching)
+        gathered += 2 * sp.linear / (plan.dp_size * plan.cp if plan.zero == 3 else 1)
+    gline.bytes = gathered
+    gline.formula += "; FP8 weight copies (TE: weight + transpose, 1 B each)" if plan.fp8 == "te" else ""
     bucket, bform = _buckets(plan, sp.trainable)
     bline = Line("comm_buckets", bucket, bform, {"dp_cp": plan.dp_size * plan.cp, "framework": plan.framework})
     _, shard_opt, _, _ = _shards(plan)

@@ -114,7 +114,10 @@ def test_features_change_the_estimate_the_right_way():
     assert tot(recompute="full") < tot(recompute="sac") < tot(recompute="none")
     assert tot(recompute="full", recompute_interval=2) > tot(recompute="full")
     assert tot(lora_rank=8, base_quant="nf4") < tot(lora_rank=8) < tot()
-    assert tot(fp8="torchao") < tot()
+    assert tot(fp8="torchao") < tot()  # 8-bit saved inputs, weights cast per matmul
+    te = estimate.estimate(m, base.replace(fp8="te", framework="megatron"))["lines"]
+    cache = {x["name"]: x for x in te}["gathered_params"]
+    assert cache["bytes"] == 2 * 32 * m.attention_params() + 2 * 32 * m.dense_mlp_params()  # FP8 weight + transpose
     assert tot(loss="fused") < tot(loss="chunked") < tot(loss="upcast")
     assert tot(optimizer="adam8bit") < tot()
     assert tot(optimizer_in_backward=True, recompute="full") < tot(recompute="full")  # no step with all gradients
