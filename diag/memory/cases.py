@@ -101,6 +101,9 @@ def _model(case: dict[str, Any]) -> tuple[ModelSpec | None, float | None, float 
         return spec, None, None
     if "params" in md:
         return None, float(md["params"]), md.get("largest_layer_params")
+    preset = _preset_by_name(str(md.get("name", "")))
+    if preset is not None:
+        return preset, None, None
     if "fp32_bytes" in md:
         return None, md["fp32_bytes"] / 4, None
     if "hidden" in md and "vocab" in md:
@@ -108,6 +111,21 @@ def _model(case: dict[str, Any]) -> tuple[ModelSpec | None, float | None, float 
     if not md and "bucket" in case["quantity"]:
         return None, 0.0, None  # the buckets do not depend on the model
     raise NotExpressed("no model dimensions or parameter count")
+
+
+def _preset_by_name(name: str) -> ModelSpec | None:
+    """"Llama 3.1 70B" → llama3-70b, "Llama-2-7b" → llama2-7b, "Mixtral 8x7B", "GPT-2 XL"."""
+    from llmdiag.memory.models import PRESETS
+
+    n = name.lower()
+    mt = re.search(r"llama[\s-]*(\d)(?:\.\d)?[\s-]*(\d+)b", n)
+    key = f"llama{mt.group(1)}-{mt.group(2)}b" if mt else None
+    if key is None and "mixtral" in n and "8x7b" in n.replace(" ", ""):
+        key = "mixtral-8x7b"
+    if key is None:
+        mt = re.search(r"gpt-?2(?:[\s-]*(medium|xl))?", n)
+        key = ("gpt2-" + mt.group(1) if mt.group(1) else "gpt2") if mt else None
+    return PRESETS.get(key) if key else None
 
 
 def express(case: dict[str, Any]) -> Expressed:
@@ -205,8 +223,9 @@ def express(case: dict[str, Any]) -> Expressed:
     if "standard cross-entropy" in str(tr.get("loss", "")).lower():
         kw["loss"] = "upcast"
     m, params, largest = _model(case)
-    if m is not None:
-        kw["seq_len"] = int(md["seq"])
+    seq = md.get("seq") or tr.get("seq_len") or tr.get("seq") or md.get("seq_len")
+    if m is not None and seq:
+        kw["seq_len"] = int(seq)
     elif tr.get("tokens_in_batch"):
         kw["seq_len"] = int(tr["tokens_in_batch"])
     if "tokens_in_batch" in tr and m is None and "hidden" in md:
@@ -234,7 +253,12 @@ def express(case: dict[str, Any]) -> Expressed:
 
 def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     """The estimate of the case's measured quantity, in the case's unit, and the signed error."""
-    ex = express(case)
+    from llmdiag.errors import UsageError
+
+    try:
+        ex = express(case)
+    except (UsageError, KeyError, TypeError, ValueError) as exc:
+        raise NotExpressed(f"fields the mapping does not understand: {type(exc).__name__}: {exc}") from None
     est = estimate(ex.model, ex.plan, params=ex.params, gpu_memory=ex.gpu_memory, largest_layer=ex.largest_layer)
     lines = {x["name"]: x["bytes"] for x in est["lines"]}
     states = sum(lines[k] for k in ("weights", "gradients", "master_weights", "optimizer_states"))

@@ -56,3 +56,20 @@ def test_most_cases_are_expressed():
     measured = [r for r in expressed if r["error"] is not None and not r["kind"].startswith("analytic")]
     within = sum(abs(r["error"]) <= 0.15 for r in measured)
     assert within >= 0.8 * len(measured), [(r["id"], round(r["error"], 3)) for r in measured]
+
+
+def test_mapping_reads_names_and_refuses_what_it_cannot_express():
+    case = {"id": "named", "kind": "measured", "source": "pytorch/torchtitan benchmarks",
+            "model": {"name": "Llama 3.1 8B"}, "parallel": {"fsdp": 8, "gpus": "8x H100 80GB"},
+            "training": {"local_batch": 1, "seq_len": 8192, "recompute": "selective (op)"},
+            "quantity": "peak active GPU memory (max over ranks)", "value": 40.0, "unit": "GiB",
+            "tolerance_hint": "±15%"}
+    ex = cases.express(case)
+    assert ex.model.name == "llama3-8b" and ex.plan.zero == 3 and ex.plan.recompute == "sac"
+    assert ex.measure == "allocated" and ex.plan.seq_len == 8192 and ex.gpu_memory == 80 * 2**30
+    case["training"]["recompute"] = "selective, every 2 layers"
+    assert (cases.express(case).plan.recompute, cases.express(case).plan.recompute_interval) == ("full", 2)
+    with pytest.raises(cases.NotExpressed):
+        cases.evaluate({**case, "model": {"name": "an unknown model"}})
+    with pytest.raises(cases.NotExpressed):
+        cases.evaluate({**case, "parallel": {"zero_stage": 7}})  # the plan itself is refused
