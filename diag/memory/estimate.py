@@ -345,6 +345,13 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     gap = RESERVE_TRANSIENT * max(fb_transient, temps) + RESERVE_PERSISTENT * (allocated - transient)
     comms = [g for g, v in {"dp": plan.dp_size * plan.cp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
                             "ep": plan.ep}.items() if v > 1]
+    if plan.framework == "megatron":
+        # Megatron also reduces every step over the model-parallel group (gradient norm) and, with
+        # a pipeline and tied embeddings, over the embedding group (first and last stage)
+        if plan.tp * plan.pp > 1:
+            comms.append("mp")
+        if plan.pp > 1 and m is not None and m.tied:
+            comms.append("embedding")
     lines = list(states)
     if phase == "forward/backward":
         lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula
