@@ -46,6 +46,7 @@ def test_fits_on_measured_free_memory():
              nvml=lambda: _FakeNvml([79 * GIB, 78 * GIB]))
     assert rs["plan"].status is Status.PASS
     assert rs["fit"].status is Status.PASS and "NVML" in rs["fit"].summary
+    assert rs["fit"].data["peak"]["phase"] in rs["fit"].summary and rs["fit"].data["peak"]["reserved"] > 0
 
 
 def test_busy_gpu_fails_with_suggestions():
