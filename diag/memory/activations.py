@@ -106,23 +106,44 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
     if m.dropout:
         terms.append(("MLP dropout mask (sbh)", mk * sbh / rep))
     if recompute == "sac":
-        terms = _per_op_sac(terms, sbh / rep)
+        terms = _per_op_sac(m, plan, moe_layer, terms)
     if plan.offload_activations:
         return [("activations offloaded to CPU (0)", 0.0)]
     return terms
 
 
-def _per_op_sac(terms: list[Term], layer_input: float) -> list[Term]:
-    """torchtitan's per-op selective AC: the layer input, attention outputs and every second
-    matmul output are saved; the rest (norms, activations, the other matmuls) is recomputed."""
-    keep = [("layer input (2sbh)", 2 * layer_input)]
-    for i, (name, v) in enumerate(x for x in terms if not x[0].startswith(("norm", "QKV input", "MLP input"))):
-        if name.startswith(("fused attention", "softmax output", "projection input")):
-            keep.append((name + " [saved op]", v))
-        elif name.startswith(("Q, K, V", "MLA")):
-            keep.append((name + " [every 2nd matmul]", v / 2))
-        elif "sbf" in name or name.startswith("MoE"):
-            keep.append((name + " [every 2nd matmul]", v / 2))
+def _per_op_sac(m: ModelSpec, plan: Plan, moe_layer: bool, terms: list[Term]) -> list[Term]:
+    """torchtitan's per-op selective AC ("op"): the checkpoint keeps the layer input, the outputs of
+    the attention kernel (output and log-sum-exp) and of every odd-numbered matmul of the layer
+    (``aten.mm``: q, v, the first MLP matrix, the last one ...); norms, activations, every even
+    matmul and grouped expert GEMMs are recomputed in backward."""
+    t, b = plan.tp, plan.micro_batch
+    s = plan.seq_len / plan.cp
+    rep = t if plan.sequence_parallel else 1
+    h = m.hidden
+    out_dim = m.v_dim if m.mla else m.q_dim
+    # (output width, divided by tp: column-parallel outputs are sharded, row-parallel ones are not)
+    if m.mla:
+        mms = [(m.q_lora_rank, 1)] if m.q_lora_rank else []
+        mms += [(m.q_dim, t), (m.kv_lora_rank + m.qk_rope_dim, 1), (m.heads * (m.qk_nope_dim + m.v_head_dim), t)]
+    else:
+        mms = [(m.q_dim, t), (m.kv_dim, t), (m.v_dim, t)]
+    mms.append((h, rep))
+    f = m.ffn if moe_layer else (m.dense_ffn or m.ffn)
+    mlp = [(f, t), (f, t), (h, rep)] if m.gated else [(f, t), (h, rep)]
+    if moe_layer:
+        mms.append((m.experts, rep))  # the router; routed experts run as grouped GEMMs (not saved)
+        sf = m.shared_ffn or m.ffn
+        for _ in range(m.shared_experts):
+            mms += [(sf, t), (sf, t), (h, rep)] if m.gated else [(sf, t), (h, rep)]
+    else:
+        mms += mlp
+    saved = sum(2 * s * b * w / d for i, (w, d) in enumerate(mms) if i % 2 == 0)
+    keep = [("layer input (2sbh)", 2 * s * b * h / rep),
+            ("attention output and log-sum-exp [saved op]", 2 * s * b * out_dim / t + 4 * m.heads * s * b / t),
+            ("outputs of odd-numbered matmuls [saved op]", saved)]
+    if moe_layer:  # the dispatch keeps what autograd needs around the grouped GEMMs
+        keep += [x for x in terms if x[0].startswith("MoE")]
     return keep
 
 
