@@ -19,7 +19,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llmdiag.memory import cases  # noqa: E402
 from llmdiag.memory.activations import korthikanti  # noqa: E402
-from llmdiag.memory.measure import compare, compare_loss, grid, loss_grid, spec_and_plan  # noqa: E402
+from llmdiag.memory.measure import (  # noqa: E402
+    compare,
+    compare_loss,
+    compare_sac,
+    grid,
+    loss_grid,
+    sac_grid,
+    spec_and_plan,
+)
 
 DEFAULT_CASES = Path(__file__).resolve().parent.parent.parent / "shared" / "memory" / "cases-dev.json"
 
@@ -84,6 +92,17 @@ def loss_table() -> None:
     print()
 
 
+def sac_table() -> None:
+    print("## Per-op SAC (torchtitan's policy), bytes kept per Llama layer, measured as process RSS\n")
+    print("| s | b | h | a | kv | ffn | measured B/layer | estimate | error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c in sac_grid():
+        measured, est = compare_sac(c)
+        print(f"| {c['s']} | {c['b']} | {c['h']} | {c['a']} | {c['kv']} | {c['ffn']} | {measured:.0f} | {est:.0f} "
+              f"| {(est - measured) / measured * 100:+.2f}% |")
+    print()
+
+
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_CASES
     if path.is_file():
@@ -91,6 +110,7 @@ def main() -> None:
     else:
         print(f"(no cases file at {path})\n")
     loss_table()
+    sac_table()
     grid_table()
 
 

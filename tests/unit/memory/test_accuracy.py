@@ -77,3 +77,13 @@ def test_loss_peak_matches_a_measured_process(cfg):
 
     measured, est = compare_loss(cfg)
     assert abs(est - measured) / measured <= 0.06, (est, measured)
+
+
+@pytest.mark.parametrize("cfg", __import__("llmdiag.memory.measure", fromlist=["sac_grid"]).sac_grid(),
+                         ids=lambda c: f"sac-{c['s']}x{c['b']}-h{c['h']}")
+def test_per_op_sac_matches_a_measured_process(cfg):
+    """torchtitan's per-op SAC policy on real Llama layers (separate wq/wk/wv): kept bytes per layer."""
+    from llmdiag.memory.measure import compare_sac
+
+    measured, est = compare_sac(cfg)
+    assert abs(est - measured) / measured <= 0.03, (est, measured)
