@@ -55,6 +55,15 @@ POS = click.IntRange(min=1)
               help="Rows of a learned position embedding (0: rotary).")
 @click.option("--experts", type=POS, help="MoE experts per layer.")
 @click.option("--top-k", type=POS, help="MoE experts per token.")
+@click.option("--shared-experts", type=click.IntRange(min=0), help="Always-active experts per MoE layer (DeepSeek, Qwen-MoE).")
+@click.option("--shared-ffn", type=POS, help="FFN size of one shared expert (default: --ffn).")
+@click.option("--dense-layers", type=click.IntRange(min=0), help="Leading dense layers of an MoE model (first_k_dense_replace).")
+@click.option("--dense-ffn", type=POS, help="FFN size of those dense layers.")
+@click.option("--kv-lora-rank", type=POS, help="MLA: compressed KV rank (DeepSeek-V2/V3: 512).")
+@click.option("--q-lora-rank", type=click.IntRange(min=0), help="MLA: compressed query rank (0: none).")
+@click.option("--qk-nope-dim", type=POS, help="MLA: per-head q/k size without rotary.")
+@click.option("--qk-rope-dim", type=POS, help="MLA: per-head rotary q/k size.")
+@click.option("--v-head-dim", type=POS, help="MLA: per-head value size.")
 @click.option("--tp", type=POS)
 @click.option("--pp", type=POS)
 @click.option("--pp-layers", help="Layers per pipeline stage for an uneven split, e.g. 15,16,16,16,16,16,16,15.")
@@ -126,7 +135,9 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     section = cfg.section("job")
     warnings: list[str] = []
     dims = {k: kw.pop(k) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab",
-                                   "tied", "bias", "positions", "experts", "top_k")}
+                                   "tied", "bias", "positions", "experts", "top_k", "shared_experts", "shared_ffn",
+                                   "dense_layers", "dense_ffn", "kv_lora_rank", "q_lora_rank", "qk_nope_dim",
+                                   "qk_rope_dim", "v_head_dim")}
     titan = kw.pop("torchtitan_toml")
     titan_model = None
     if titan:

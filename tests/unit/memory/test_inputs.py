@@ -140,3 +140,13 @@ def test_uneven_pipeline_split_has_a_per_stage_table():
     p = run("--model", "llama3-405b", "--pp", "8", "--pp-layers", "16,16,16,16,16,16,16,16", "--world-size", "8",
             "--gpu-memory", "80GiB")
     assert p.returncode == 2 and "holds 128 layers, the model has 126" in p.stderr
+
+
+def test_mla_and_shared_experts_from_flags():
+    p = run("--layers", "61", "--hidden", "7168", "--heads", "128", "--vocab", "129280", "--ffn", "2048",
+            "--experts", "256", "--top-k", "8", "--shared-experts", "1", "--dense-layers", "3", "--dense-ffn", "18432",
+            "--q-lora-rank", "1536", "--kv-lora-rank", "512", "--qk-nope-dim", "128", "--qk-rope-dim", "64",
+            "--v-head-dim", "128", "--world-size", "256", "--ep", "8", "--gpu-memory", "80GiB", "--format", "json")
+    doc = json.loads(p.stdout)
+    v3 = models.from_hf_config(FIX / "deepseek-v3.json")
+    assert doc["model"]["params"] == v3.total_params() - 58 * 256  # all but the router's score-correction bias
