@@ -59,8 +59,9 @@ class MemoryPlanProbe(BaseProbe):
         total = est["breakdown"]["total"]
         ev = [("estimated per-GPU peak", round(total / GIB, 2), f"<= {round(free / GIB, 2)}", "GiB")]
         data = {"breakdown": est["breakdown"], "gpu_memory": free, "gpu_memory_source": source,
-                "worst_stage": est["worst_stage"]}
-        summary = f"worst stage needs {total / GIB:.1f} GiB of {free / GIB:.1f} GiB ({source})"
+                "worst_stage": est["worst_stage"], "peak": est["peak"]}
+        summary = (f"worst stage needs {total / GIB:.1f} GiB of {free / GIB:.1f} GiB ({source}) at its"
+                   f" {est['peak']['phase']} peak")
         if est["verdict"] == "fits":
             yield self.ok(ctx, "fit", summary, evidence=ev, data=data)
             return

@@ -77,27 +77,41 @@ def check_plan(m: ModelSpec | None, plan: Plan) -> list[PlanIssue]:
                              f"use a sequence length that is a multiple of {tp * cp}"))
     if m is None:
         return out
-    if m.layers % (pp * plan.vpp):
-        n = pp * plan.vpp
+    n = pp * plan.vpp
+    if plan.pp_layers is not None and sum(plan.pp_layers) != m.layers:
         out.append(PlanIssue("layers-pp", "fail",
-                             f"layers ({m.layers}) are not divisible by pp ({pp}) × virtual stages ({plan.vpp}) = {n}",
+                             f"the pipeline split {list(plan.pp_layers)} holds {sum(plan.pp_layers)} layers, the model has {m.layers}",
+                             f"give per-stage layer counts that add up to {m.layers}"))
+    elif m.layers < n:
+        out.append(PlanIssue("layers-pp", "fail", f"layers ({m.layers}) are fewer than pp ({pp}) × virtual stages ({plan.vpp}) = {n}",
                              f"use pp × vpp in {{{_near(n, m.layers)}}} (divisors of {m.layers})"))
+    elif m.layers % n and plan.pp_layers is None:
+        # torchtitan splits unevenly; Megatron needs the first/last stage sizes given explicitly
+        out.append(PlanIssue("layers-pp", "warn",
+                             f"layers ({m.layers}) are not divisible by pp ({pp}) × virtual stages ({plan.vpp}) = {n}: stages hold"
+                             f" {m.layers // n} or {m.layers // n + 1} layers (Megatron needs --decoder-first/last-pipeline-num-layers)",
+                             f"use pp × vpp in {{{_near(n, m.layers)}}} for an even split, or give --pp-layers"))
     if m.heads % tp:
         out.append(PlanIssue("heads-tp", "fail", f"attention heads ({m.heads}) are not divisible by tp ({tp})",
                              f"use tp in {{{_near(tp, m.heads)}}}"))
-    if m.kv % tp and tp % m.kv:
+    if m.kv % tp:
+        # Megatron asserts num_query_groups % tensor_model_parallel_size == 0
         out.append(PlanIssue("kv-groups-tp", "fail",
-                             f"KV groups ({m.kv}) are not divisible by tp ({tp}) (nor tp by KV groups, for replication)",
-                             f"use tp in {{{_near(tp, m.kv)}}}"))
+                             f"KV groups ({m.kv}) are not divisible by tp ({tp})",
+                             f"use tp in {{{_near(tp, m.kv)}}} (divisors of {m.kv})"))
     if m.experts > 1 and m.experts % plan.ep:
         out.append(PlanIssue("experts-ep", "fail", f"experts ({m.experts}) are not divisible by ep ({plan.ep})",
                              f"use ep in {{{_near(plan.ep, m.experts)}}}"))
-    elif m.experts == 1 and plan.ep > 1:
+    elif not m.moe and plan.ep > 1:
         out.append(PlanIssue("experts-ep", "fail", f"ep ({plan.ep}) > 1 on a dense model ({m.name}, no experts)", "use ep = 1"))
     if plan.ep > 1 and (d * cp * tp) % plan.ep:
         out.append(PlanIssue("experts-ep", "fail", f"ep ({plan.ep}) does not divide dp×cp×tp ({d * cp * tp}) that expert groups are cut from",
                              f"use ep in {{{_near(plan.ep, d * cp * tp)}}}"))
     return out
+
+
+#: checks whose failure makes the plan invalid (a usage error, exit 2), not merely a bad fit
+INVALID = ("world-size", "layers-pp", "heads-tp", "kv-groups-tp", "experts-ep", "seq-cp", "seq-sp", "global-batch")
 
 
 def failing(issues: list[PlanIssue]) -> list[PlanIssue]:

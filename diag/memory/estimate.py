@@ -1,17 +1,24 @@
-"""Per-GPU memory of one training step for the worst pipeline stage, line by line.
+"""Per-GPU memory of one training step, stage by stage and phase by phase, line by line.
 
 Model states (weights, gradients, fp32 master weights, optimizer moments) follow the ZeRO
 paper's accounting; ZeRO stage ≥1 and Megatron's distributed optimizer shard optimizer state
 and master weights over the data-parallel group (× context parallel, as Megatron does), stage
-≥2 also gradients, stage 3 / FSDP also weights. Activations come from
-:mod:`llmdiag.memory.activations` times the layers the pipeline schedule keeps in flight.
-Overheads are the runtime costs the textbook formulas omit (REFERENCE §3).
+≥2 also gradients, stage 3 / FSDP also weights; offload moves them to the CPU; LoRA freezes
+the base (NF4 / int8 when quantised) and trains small adapters.
+
+Two phases peak, and the larger one is reported (REFERENCE §3, docs/estimate-memory.md):
+- forward/backward: the model states, the activations the pipeline keeps in flight, the loss
+  (logits, their fp32 upcast and the cross-entropy backward), gathered ZeRO-3/FSDP layers and
+  communication buckets;
+- optimizer step: the model states with every gradient and the step's temporaries (PyTorch's
+  foreach Adam keeps an fp32 copy of the second moment's square root).
+The caching allocator reserves more than is allocated (freed activation blocks of other sizes
+stay cached), and CUDA context and NCCL buffers live outside it: allocated < reserved < device.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from llmdiag.memory import activations
@@ -21,9 +28,14 @@ from llmdiag.memory.plan import Plan
 GIB = 1024**3
 CUDA_CONTEXT = int(0.5 * GIB)  # context + cuBLAS workspace with lazy module loading
 NCCL_PER_COMM = int(0.5 * GIB)  # rough buffers per communicator
-ALLOCATOR_RESERVE = 0.05  # caching-allocator fragmentation, fraction of the rest
-TIGHT_FRACTION = 0.90  # above this share of GPU memory the plan is "tight"
-OPT_BYTES = {"adam": 8, "adamw": 8, "adam8bit": 2, "sgd": 4}
+# Caching-allocator gap: share of the short-lived bytes (activations, loss, gathered weights,
+# step temporaries) the allocator keeps reserved but not allocated, plus a little of the rest.
+RESERVE_TRANSIENT = 0.15
+RESERVE_PERSISTENT = 0.02
+FITS_FRACTION = 0.95  # at most this share of GPU memory: "fits"
+TIGHT_FRACTION = 1.10  # up to this share: "tight" (within the estimate's error band); above: out-of-memory
+OPT_BYTES = {"adam": 8, "adamw": 8, "adam8bit": 2, "paged-adam8bit": 2, "sgd": 4}
+QUANT_BYTES = {"none": None, "nf4": 4.127 / 8, "int8": 1.0 + 4 / 4096}  # NF4 with double-quantised block scales
 
 
 @dataclasses.dataclass
@@ -37,39 +49,138 @@ class Line:
         return {"name": self.name, "bytes": int(round(self.bytes)), "formula": self.formula, "inputs": self.inputs}
 
 
-def stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int) -> float:
-    """Parameters one GPU of pipeline stage ``stage`` holds (tensor and expert sharding applied)."""
-    if m is None:
-        return float(params) / (plan.tp * plan.pp)
+def split_layers(layers: int, plan: Plan) -> list[int]:
+    """Layers per pipeline stage: the plan's explicit split, else even with the remainder on the
+    middle stages (the first holds the embedding, the last the loss)."""
+    if plan.pp_layers is not None:
+        return [int(x) for x in plan.pp_layers]
+    base, rem = divmod(layers, plan.pp)
+    out = [base] * plan.pp
+    order = list(range(1, plan.pp - 1)) + [plan.pp - 1, 0] if plan.pp > 2 else list(range(plan.pp))
+    for st in order[:rem]:
+        out[st] += 1
+    return out
+
+
+def _stage_range(m: ModelSpec, plan: Plan, stage: int) -> range:
+    split = split_layers(m.layers, plan)
+    start = sum(split[:stage])
+    return range(start, start + split[stage])
+
+
+def _layer_linear_params(m: ModelSpec, plan: Plan, i: int) -> float:
+    """One GPU's share of layer ``i``'s matrices (tensor and expert sharding)."""
     t = plan.tp
-    per_stage = math.ceil(m.layers / plan.pp)
-    layer = (m.attention_params() / t + m.experts / plan.ep * m.expert_params() / t
-             + m.router_params() + 2 * m.norm_params())
-    n = per_stage * layer
-    if stage == 0:
-        n += m.vocab * m.hidden / t + m.positions * m.hidden
-    if stage == plan.pp - 1:
-        n += m.norm_params()
-        if not m.tied or plan.pp > 1:  # a tied head on another stage keeps its own copy
-            n += m.vocab * m.hidden / t
-    return n
+    if m.is_moe_layer(i):
+        return (m.attention_params() + m.shared_expert_params()) / t + m.experts / plan.ep * m.expert_params() / t
+    return (m.attention_params() + m.dense_mlp_params()) / t
 
 
-def model_state_lines(n: float, plan: Plan) -> list[Line]:
-    d = plan.dp_size * plan.cp
+def _lora_params(m: ModelSpec, plan: Plan, i: int) -> float:
+    """Adapter parameters of layer ``i`` on one GPU: r × (in + out) per targeted linear."""
+    r, h = plan.lora_rank, m.hidden
+    mats = [(h, m.q_dim), (h, m.v_dim)] if plan.lora_targets == "qv" else \
+        [(h, m.q_dim), (h, m.kv_dim), (h, m.v_dim), (m.v_dim if m.mla else m.q_dim, h)]
+    if plan.lora_targets == "all":
+        f = m.ffn if m.is_moe_layer(i) else (m.dense_ffn or m.ffn)
+        mats += [(h, f), (f, h)] + ([(h, f)] if m.gated else [])
+    return sum(r * (a + b) for a, b in mats) / plan.tp
+
+
+@dataclasses.dataclass
+class StageParams:
+    trainable: float  # parameters with gradients and optimizer state, per GPU
+    frozen: float  # LoRA: the frozen base, per GPU
+    frozen_bytes: float  # bytes of the frozen base (quantised linears)
+    largest: float  # largest unit ZeRO-3 / FSDP gathers at once (a layer, or the embedding)
+    head_params: float  # output projection on this stage (its gradient exists at the loss peak)
+    linear: float = 0.0  # transformer-layer matrices on this GPU (what FP8 linears cast)
+
+
+def stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
+                 largest_layer: float | None = None) -> float:
+    """Parameters one GPU of pipeline stage ``stage`` holds (tensor and expert sharding applied)."""
+    sp = _stage_params(m, params, plan, stage, largest_layer)
+    return sp.trainable + sp.frozen
+
+
+def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
+                  largest_layer: float | None = None) -> StageParams:
+    if m is None:
+        n = float(params) / (plan.tp * plan.pp)
+        return StageParams(n, 0.0, 0.0, float(largest_layer or 0.0) / plan.tp, 0.0)
     w = 4 if plan.precision == "fp32" else 2
-    g = 4 if (plan.grad_fp32 or plan.precision == "fp32") else 2
+    q = QUANT_BYTES[plan.base_quant] or w
+    lin = other = lora = 0.0
+    largest = 0.0
+    for i in _stage_range(m, plan, stage):
+        li = _layer_linear_params(m, plan, i)
+        lin += li
+        other += m.layer_norm_params() + (m.router_params() if m.is_moe_layer(i) else 0)
+        largest = max(largest, li)
+        if plan.lora_rank:
+            lora += _lora_params(m, plan, i)
+    head = 0.0
+    if stage == 0:
+        other += m.vocab * m.hidden / plan.tp + m.positions * m.hidden
+        largest = max(largest, m.vocab * m.hidden / plan.tp)
+    if stage == plan.pp - 1:
+        other += m.norm_params()
+        if not m.tied or plan.pp > 1:  # a tied head on another stage keeps its own copy
+            head = m.vocab * m.hidden / plan.tp
+            other += head
+            largest = max(largest, head)
+    if plan.lora_rank:
+        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin)
+    return StageParams(lin + other, 0.0, 0.0, largest, head, lin)
+
+
+def _shards(plan: Plan) -> tuple[int, int, int, int]:
+    d = plan.dp_size * plan.cp
+    opt = d if (plan.zero >= 1 or plan.distributed_optimizer) else 1
+    return d, opt, (d if plan.zero >= 2 else 1), (d if plan.zero == 3 else 1)
+
+
+def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
+    sp = n if isinstance(n, StageParams) else StageParams(float(n), 0.0, 0.0, 0.0, 0.0)
+    d, shard_opt, shard_grad, shard_w = _shards(plan)
+    w = 4 if plan.precision == "fp32" else 2
+    g = plan.grad_bytes
     master = 4 if plan.precision != "fp32" and plan.master_weights else 0
     k = OPT_BYTES[plan.optimizer]
-    shard_opt = d if (plan.zero >= 1 or plan.distributed_optimizer) else 1
-    shard_grad = d if plan.zero >= 2 else 1
-    shard_w = d if plan.zero == 3 else 1
-    inp = {"params_per_gpu": int(n), "zero": plan.zero, "shard_group": d}
+    n_t = sp.trainable
+    inp = {"params_per_gpu": int(sp.trainable + sp.frozen), "trainable_per_gpu": int(n_t), "zero": plan.zero,
+           "shard_group": d}
+    wbytes = (n_t * w + sp.frozen_bytes) / shard_w
+    wform = f"P × {w} B / {shard_w}" + (f" + frozen base ({plan.base_quant}) / {shard_w}" if sp.frozen else "")
+    if plan.offload_params:
+        wbytes, wform = 0.0, "offloaded to CPU (gathered per layer: see gathered_params)"
+    gbytes, gform = n_t * g / shard_grad, f"P_trainable × {g} B / {shard_grad}"
+    if plan.ds_optimizer and plan.zero >= 1 and plan.precision != "fp32":
+        if plan.framework == "megatron" and plan.precision == "bf16" and plan.zero == 1:
+            # Megatron-DeepSpeed's BF16_Optimizer copies the bf16 gradients of a backward into an
+            # unsharded fp32 buffer after it ends: both exist at the end of backward
+            gbytes, gform = 6 * n_t, "P_trainable × (2 B bf16 + 4 B BF16_Optimizer fp32, unsharded)"
+        else:
+            # DeepSpeed's ZeRO optimizers keep an fp32 gradient partition beside the 16-bit gradients
+            # (stage 3: only the partition; its estimator counts 18 B/param)
+            g16 = 0 if plan.zero == 3 else 2 * n_t / shard_grad
+            gbytes = g16 + 4 * n_t / shard_opt
+            gform = (f"P × 2 B / {shard_grad} + " if g16 else "") + f"fp32 partition P × 4 B / {shard_opt}"
+    if plan.offload_grads or plan.offload_optimizer and plan.zero >= 1:
+        gbytes, gform = 0.0, "offloaded to CPU with the optimizer (a bucket stays: see comm_buckets)"
+    elif plan.optimizer_in_backward:
+        gbytes, gform = sp.largest * g, "optimizer in backward: one layer's gradients at a time"
+    mbytes, obytes = n_t * master / shard_opt, n_t * k / shard_opt
+    mform, oform = f"P_trainable × {master} B / {shard_opt}", f"P_trainable × {k} B ({plan.optimizer}) / {shard_opt}"
+    if plan.offload_optimizer:
+        mbytes = obytes = 0.0
+        mform = oform = "offloaded to CPU"
     return [
-        Line("weights", n * w / shard_w, f"P × {w} B / {shard_w}", inp),
-        Line("gradients", n * g / shard_grad, f"P × {g} B / {shard_grad}", inp),
-        Line("master_weights", n * master / shard_opt, f"P × {master} B / {shard_opt}", inp),
-        Line("optimizer_states", n * k / shard_opt, f"P × {k} B ({plan.optimizer}) / {shard_opt}", inp),
+        Line("weights", wbytes, wform, inp),
+        Line("gradients", gbytes, gform, inp),
+        Line("master_weights", mbytes, mform, inp),
+        Line("optimizer_states", obytes, oform, inp),
     ]
 
 
@@ -83,75 +194,218 @@ def in_flight(plan: Plan, stage: int) -> float:
     return float(mb)
 
 
+def _layer_mode(plan: Plan, pos: int) -> str:
+    """Recompute mode of the ``pos``-th layer of a stage (Megatron block count, torchtitan interval)."""
+    if plan.recompute in ("none", "selective"):
+        return plan.recompute
+    if plan.recompute_layers is not None and pos >= plan.recompute_layers:
+        return "none"
+    if pos % plan.recompute_interval:
+        return "none"
+    return plan.recompute
+
+
 def activation_lines(m: ModelSpec, plan: Plan, stage: int) -> list[Line]:
-    per_stage = math.ceil(m.layers / plan.pp)
-    per_layer = activations.layer_bytes(m, plan)
+    rng = _stage_range(m, plan, stage)
     flight = in_flight(plan, stage)
+    memo: dict[tuple[str, bool], float] = {}
+    per_layer = []
+    for pos, i in enumerate(rng):
+        key = (_layer_mode(plan, pos), m.is_moe_layer(i))
+        if key not in memo:
+            memo[key] = activations.layer_bytes(m, plan, recompute=key[0], moe_layer=key[1])
+        per_layer.append(memo[key])
+    kind = m.is_moe_layer(rng[-1]) if len(rng) else m.moe
     inputs = {"s": plan.seq_len, "b": plan.micro_batch, "h": m.hidden, "a": m.heads, "t": plan.tp,
               "cp": plan.cp, "sp": plan.sequence_parallel, "recompute": plan.recompute,
-              "attention": plan.attention, "layers_on_stage": per_stage, "micro_batches_in_flight": flight,
-              "per_layer_bytes": int(per_layer),
-              "terms": {name: int(v) for name, v in activations.layer_terms(m, plan)}}
-    total = per_layer * per_stage * flight
-    formula = "per_layer × layers_on_stage × micro_batches_in_flight"
-    if plan.recompute == "full":  # backward recomputes one layer at a time and holds its activations
-        work = activations.layer_bytes(m, plan, recompute="none")
+              "attention": plan.attention, "layers_on_stage": len(rng), "micro_batches_in_flight": flight,
+              "per_layer_bytes": int(max(per_layer, default=0)),
+              "terms": {name: int(v) for name, v in activations.layer_terms(m, plan, moe_layer=kind)}}
+    total = sum(per_layer) * flight
+    formula = "Σ per_layer × micro_batches_in_flight"
+    if plan.recompute in ("full", "sac") and len(rng):  # backward re-runs a layer and holds its activations
+        work = activations.layer_bytes(m, plan.replace(offload_activations=False), recompute="none", moe_layer=kind)
         total += work
         inputs["recompute_working_set_bytes"] = int(work)
         formula += " + one recomputed layer"
-    lines = [Line("activations", total, formula, inputs)]
-    s = plan.seq_len / plan.cp
-    logits = 4 * s * plan.micro_batch * m.vocab / plan.tp if stage == plan.pp - 1 else 0.0
-    lines.append(Line("logits", logits, "4·s·b·V/t (fp32 logits + loss, last stage)",
-                      {"s": int(s), "b": plan.micro_batch, "V": m.vocab, "t": plan.tp}))
-    return lines
+    if plan.ds_optimizer and plan.framework == "megatron" and plan.pp > 1:
+        # DeepSpeed's pipeline engine keeps each in-flight micro batch's stage output for its
+        # backward (Megatron-LM frees the output's data once sent)
+        out = 2 * plan.seq_len / plan.cp * plan.micro_batch * m.hidden / (plan.tp if plan.sequence_parallel else 1)
+        total += out * flight
+        inputs["pipe_output_buffers_bytes"] = int(out * flight)
+        formula += " + pipeline output buffers"
+    if plan.recompute not in ("full", "sac") and plan.offload_activations and len(rng):
+        # one layer's activations in flight to / from the CPU
+        work = 2 * activations.layer_bytes(m, plan.replace(offload_activations=False), moe_layer=kind)
+        total += work
+        formula = "offloaded; two layers in transfer"
+    return [Line("activations", total, formula, inputs), loss_line(m, plan, stage)]
 
 
-OVERHEADS = ("comm_buckets", "cuda_context", "nccl_buffers", "allocator_reserve")
+def loss_line(m: ModelSpec, plan: Plan, stage: int) -> Line:
+    """Peak of the loss on the last stage: logits, their fp32 upcast and the cross-entropy backward.
+
+    N tokens, V/t vocabulary columns per GPU (vocab-parallel when tp > 1):
+    - vocab-parallel (Megatron): 16-bit logits + an fp32 softmax computed in place, whose backward
+      reuses it; the 16-bit gradient appears beside it: 6·N·V/t;
+    - upcast (``F.cross_entropy(logits.float())``): backward holds the fp32 log-probabilities,
+      the fp32 gradient of them and the fp32 gradient of the logits: 12·N·V/t (measured on CPU);
+    - chunked (torchtune's CEWithChunkedOutputLoss): every chunk's fp32 log-probabilities stay
+      saved until backward (4·N·V) beside the 16-bit logits (2·N·V), plus one chunk's transients:
+      6·N·V/t + 8·N·V/(t·chunks) (measured on CPU);
+    - compiled (torch.compile fuses the upcast into the kernel: only 16-bit logits and gradients):
+      4·N·V/t, chunked 2·N·V/t + 2·N·V/(t·chunks);
+    - fused (fused linear cross-entropy, CCE, Liger): no logits are materialised: ~0.
+    """
+    n = plan.seq_len / plan.cp * plan.micro_batch
+    v = m.vocab / plan.tp
+    inp = {"tokens": int(n), "V_per_gpu": int(v), "loss": plan.loss_kind, "compiled": plan.compile_loss}
+    if stage != plan.pp - 1:
+        return Line("logits", 0.0, "no loss on this stage", inp)
+    kind, c = plan.loss_kind, plan.loss_chunks
+    if kind == "vocab-parallel":
+        return Line("logits", 6 * n * v, "6·N·V/t (16-bit logits + fp32 softmax, in place)", inp)
+    if kind == "upcast" and plan.compile_loss:
+        return Line("logits", 4 * n * v, "4·N·V/t (compiled: 16-bit logits + 16-bit gradient)", inp)
+    if kind == "upcast":
+        return Line("logits", 12 * n * v, "12·N·V/t (fp32 log-probs + their grad + logits grad)", inp)
+    if kind == "chunked":
+        inp["chunks"] = c
+        if plan.compile_loss:
+            return Line("logits", 2 * n * v + 2 * n * v / c, "2·N·V/t + 2·N·V/t / chunks (compiled)", inp)
+        return Line("logits", 6 * n * v + 8 * n * v / c, "6·N·V/t + 8·N·V/t / chunks", inp)
+    return Line("logits", 0.0, "fused linear + cross-entropy: logits never materialised", inp)
 
 
-def overhead_lines(plan: Plan, rest: float) -> list[Line]:
-    """Runtime costs outside the textbook formulas; together they form ``breakdown["overheads"]``."""
-    groups = {"dp": plan.dp_size * plan.cp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep}
-    comms = [g for g, v in groups.items() if v > 1]
-    buckets = 2 * plan.bucket_mb * 1e6 if groups["dp"] > 1 else 0.0
-    return [
-        Line("comm_buckets", buckets, "2 × reduce bucket (DDP / ZeRO), when dp×cp > 1",
-             {"bucket_mb": plan.bucket_mb, "dp_cp": groups["dp"]}),
+def _buckets(plan: Plan, trainable: float) -> tuple[float, str]:
+    dp = plan.dp_size * plan.cp
+    if dp <= 1 and plan.zero == 0:
+        return 0.0, "no data parallelism"
+    if plan.ds_optimizer:
+        rb = (plan.bucket_mb if plan.bucket_mb is not None else 1000.0) * 1e6
+        if plan.zero == 3:
+            pre = (plan.ds_prefetch_bucket or 5e7) * 2
+            return rb + pre, "reduce bucket + stage3 prefetch bucket (2 B/element)"
+        ag = (plan.ds_allgather_bucket or 5e8) * 2
+        f = 4.5 if plan.ds_overlap_comm else 1.0
+        return f * (rb + ag), f"{f:g} × (reduce + allgather bucket) × 2 B" + (" (overlap_comm)" if f > 1 else "")
+    if plan.framework == "torch" and plan.zero == 0 and not plan.optimizer_in_backward:
+        # DDP copies gradients into flat buckets unless gradient_as_bucket_view=True
+        return trainable * plan.grad_bytes, "DDP gradient buckets (a copy of the gradients)"
+    return 0.0, "gradients reduced in place (grad buffer / FSDP reduce-scatter)"
+
+
+def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
+                    largest_layer: float | None = None) -> dict[str, Any]:
+    """The phases of one stage: lines of the peaking phase, allocated, reserved, device bytes."""
+    sp = _stage_params(m, params, plan, stage, largest_layer)
+    states = model_state_lines(sp, plan)
+    sb = {x.name: x.bytes for x in states}
+    if m is not None:
+        act, loss = activation_lines(m, plan, stage)
+    else:
+        act = Line("activations", 0, "not estimated (--params gives model states only)", {})
+        loss = Line("logits", 0, "not estimated (--params gives model states only)", {})
+    gathered = 0.0
+    if plan.zero == 3 or plan.offload_params:
+        wg = 1 if plan.fp8_allgather else (4 if plan.precision == "fp32" else 2)
+        per = 4.0 if plan.framework == "deepspeed" else 2 * wg + 2  # DeepSpeed: 4·L_max; FSDP: this + next layer + grads
+        gathered = per * sp.largest
+    gline = Line("gathered_params", gathered, "unsharded largest layer(s) during forward/backward",
+                 {"largest_layer_params_per_gpu": int(sp.largest)})
+    if plan.fp8 == "te" and not plan.fp8_allgather and not plan.offload_params:
+        # Transformer Engine casts each weight to FP8 once per step and keeps the FP8 copy and its
+        # transpose for the remaining micro batches and the backward (is_first_microbatch caching)
+        gathered += 2 * sp.linear / (plan.dp_size * plan.cp if plan.zero == 3 else 1)
+    gline.bytes = gathered
+    gline.formula += "; FP8 weight copies (TE: weight + transpose, 1 B each)" if plan.fp8 == "te" else ""
+    bucket, bform = _buckets(plan, sp.trainable)
+    bline = Line("comm_buckets", bucket, bform, {"dp_cp": plan.dp_size * plan.cp, "framework": plan.framework})
+    _, shard_opt, _, _ = _shards(plan)
+    temps = 0.0
+    if not plan.fused_optimizer and not plan.offload_optimizer and not plan.optimizer_in_backward:
+        temps = 4 * sp.trainable / shard_opt  # foreach Adam: fp32 sqrt(v) of the whole group
+    tline = Line("optimizer_step_temporaries", temps, "foreach optimizer: 4 B × P_trainable / shard" if temps
+                 else "fused optimizer: none", {"optimizer_impl": "fused" if plan.fused_optimizer else "foreach"})
+    # Gradients live through forward only when a buffer keeps them (Megatron, DeepSpeed ZeRO,
+    # accumulation over micro batches); PyTorch frees them after the step (set_to_none).
+    persistent = plan.framework != "torch" or plan.num_microbatches > 1 or plan.pp > 1
+    grads_fb = sb["gradients"] if persistent or plan.optimizer_in_backward else sp.head_params * plan.grad_bytes
+    base = sb["weights"] + sb["master_weights"] + sb["optimizer_states"]
+    fb_transient = act.bytes + loss.bytes + gathered
+    fb = base + grads_fb + bucket + fb_transient
+    step = base + sb["gradients"] + bucket + temps
+    if plan.optimizer_in_backward:
+        step = 0.0
+    phase = "forward/backward" if fb >= step else "optimizer step"
+    allocated = max(fb, step)
+    transient = fb_transient if phase == "forward/backward" else temps
+    # the allocator keeps the larger phase's short-lived blocks cached for the other one
+    gap = RESERVE_TRANSIENT * max(fb_transient, temps) + RESERVE_PERSISTENT * (allocated - transient)
+    comms = [g for g, v in {"dp": plan.dp_size * plan.cp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
+                            "ep": plan.ep}.items() if v > 1]
+    if plan.framework == "megatron":
+        # Megatron also reduces every step over the model-parallel group (gradient norm) and, with
+        # a pipeline and tied embeddings, over the embedding group (first and last stage)
+        if plan.tp * plan.pp > 1:
+            comms.append("mp")
+        if plan.pp > 1 and m is not None and m.tied:
+            comms.append("embedding")
+    lines = list(states)
+    if phase == "forward/backward":
+        lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula
+                                       + ("" if grads_fb == sb["gradients"] else "; at the loss peak only the head's"))
+        lines += [act, loss, gline, bline, dataclasses.replace(tline, bytes=0.0)]
+    else:
+        lines += [dataclasses.replace(act, bytes=0.0), dataclasses.replace(loss, bytes=0.0),
+                  dataclasses.replace(gline, bytes=0.0), bline, tline]
+    lines += [
+        Line("allocator_reserve", gap, f"reserved − allocated: {RESERVE_TRANSIENT:g} × short-lived blocks"
+             f" + {RESERVE_PERSISTENT:g} × the rest", {"fraction_transient": RESERVE_TRANSIENT}),
         Line("cuda_context", CUDA_CONTEXT, "CUDA context + cuBLAS workspace (lazy module loading)", {}),
         Line("nccl_buffers", NCCL_PER_COMM * len(comms), "NCCL buffers × communicators",
              {"communicators": comms, "per_communicator": NCCL_PER_COMM}),
-        Line("allocator_reserve", ALLOCATOR_RESERVE * (rest + buckets), "caching-allocator fragmentation × (model states + activations + logits + buckets)",
-             {"fraction": ALLOCATOR_RESERVE}),
     ]
+    layers = len(_stage_range(m, plan, stage)) if m is not None else None
+    return {"stage": stage, "layers": layers, "params_per_gpu": int(sp.trainable + sp.frozen), "phase": phase,
+            "allocated": int(allocated), "reserved": int(allocated + gap),
+            "device": int(allocated + gap + CUDA_CONTEXT + NCCL_PER_COMM * len(comms)),
+            "phases": {"forward_backward": int(fb), "optimizer_step": int(step)}, "lines": lines,
+            "first_step_allocated": int(allocated - (sb["optimizer_states"] + sb["master_weights"] if phase == "forward/backward" else 0))}
+
+
+OVERHEADS = ("gathered_params", "comm_buckets", "optimizer_step_temporaries", "allocator_reserve", "cuda_context",
+             "nccl_buffers")
 
 
 def stage_lines(m: ModelSpec | None, params: float | None, plan: Plan, stage: int) -> list[Line]:
-    lines = model_state_lines(stage_params(m, params, plan, stage), plan)
-    if m is not None:
-        lines += activation_lines(m, plan, stage)
-    else:
-        lines += [Line("activations", 0, "not estimated (--params gives model states only)", {}),
-                  Line("logits", 0, "not estimated (--params gives model states only)", {})]
-    lines += overhead_lines(plan, sum(x.bytes for x in lines))
-    return lines
+    return stage_breakdown(m, params, plan, stage)["lines"]
 
 
 def estimate(m: ModelSpec | None, plan: Plan, *, params: float | None = None,
-             gpu_memory: int | None = None) -> dict[str, Any]:
-    """Breakdown of the worst stage, the verdict against ``gpu_memory`` (bytes) when known."""
-    stages = sorted({0, plan.pp - 1})
-    per_stage = {st: stage_lines(m, params, plan, st) for st in stages}
-    worst = max(stages, key=lambda st: sum(x.bytes for x in per_stage[st]))
-    lines = per_stage[worst]
+             gpu_memory: int | None = None, largest_layer: float | None = None,
+             quick: bool = False) -> dict[str, Any]:
+    """Breakdown of the worst stage, every stage's peak, the verdict against ``gpu_memory`` (bytes).
+
+    ``quick`` (the search): only the stages that can be the worst — the first (most micro batches
+    in flight, the embedding), the second (an extra layer of an uneven split) and the last (the loss).
+    """
+    stages = (sorted({0, min(1, plan.pp - 1), plan.pp - 1}) if quick else range(plan.pp)) if m is not None else [0]
+    per_stage = [stage_breakdown(m, params, plan, st, largest_layer) for st in stages]
+    worst = max(per_stage, key=lambda x: x["device"])
+    lines = worst["lines"]
     breakdown = {x.name: int(round(x.bytes)) for x in lines if x.name not in OVERHEADS}
     breakdown["overheads"] = sum(int(round(x.bytes)) for x in lines if x.name in OVERHEADS)
     breakdown["total"] = sum(breakdown.values())
     out: dict[str, Any] = {
         "breakdown": breakdown,
-        "lines": [x.to_dict() for x in lines],  # overheads itemised: comm_buckets ... allocator_reserve
-        "worst_stage": worst,
-        "stage_totals": {str(st): int(sum(x.bytes for x in per_stage[st])) for st in stages},
+        "lines": [x.to_dict() for x in lines],  # overheads itemised: gathered_params ... nccl_buffers
+        "worst_stage": worst["stage"],
+        "peak": {"phase": worst["phase"], "allocated": worst["allocated"], "reserved": worst["reserved"],
+                 "device": breakdown["total"], **{f"{k}_allocated": v for k, v in worst["phases"].items()}},
+        "stage_totals": {str(x["stage"]): x["device"] for x in per_stage},
+        "stages": [{k: v for k, v in x.items() if k != "lines"} for x in per_stage],
         "params_total": int(m.total_params()) if m is not None else int(params or 0),
         "gpu_memory": gpu_memory,
     }
@@ -160,13 +414,14 @@ def estimate(m: ModelSpec | None, plan: Plan, *, params: float | None = None,
 
 
 def verdict(breakdown: dict[str, int], gpu_memory: int | None) -> dict[str, Any]:
+    """fits (≤ 95 % of the GPU), tight (≤ 110 %: inside the estimate's error band), out-of-memory."""
     if not gpu_memory:
         return {"verdict": "unknown", "oom_when": None, "headroom": None}
     total = breakdown["total"]
-    before_step = total - breakdown["optimizer_states"]  # torch allocates moments at the first step
-    if total <= TIGHT_FRACTION * gpu_memory:
+    before_step = total - breakdown["optimizer_states"] - breakdown["master_weights"]  # allocated at the first step
+    if total <= FITS_FRACTION * gpu_memory:
         v, when = "fits", None
-    elif total <= gpu_memory:
+    elif total <= TIGHT_FRACTION * gpu_memory:
         v, when = "tight", None
     else:
         v = "out-of-memory"

@@ -14,12 +14,16 @@ from llmdiag.errors import UsageError
 from llmdiag.memory import checks, estimate, models, plan, search
 
 
-def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, Any]) -> models.ModelSpec | None:
+def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, Any],
+                  warnings: list[str] | None = None) -> models.ModelSpec | None:
     given = {k: v for k, v in dims.items() if v is not None}
-    if hf_config:
-        base = models.from_hf_config(hf_config)
-    elif model and (model.endswith(".json") or Path(model).is_file()):
-        base = models.from_hf_config(model)
+    if "head_dim" in given:
+        given["head_dim_"] = given.pop("head_dim")
+    path = hf_config or (model if model and (model.endswith(".json") or Path(model).is_file()) else None)
+    if path:
+        base, unused = models.read_hf_config(path)
+        if warnings is not None:
+            warnings.extend(unused)
     elif model:
         base = models.preset(model)
     elif given:
@@ -38,37 +42,85 @@ def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, A
 
 
 def resolve_plan(job: Mapping[str, Any], deepspeed: str | None, megatron: str | None,
-                 flags: Mapping[str, Any]) -> plan.Plan:
+                 flags: Mapping[str, Any], *, torchtitan: str | None = None,
+                 warnings: list[str] | None = None) -> plan.Plan:
+    """defaults < [job] < torchtitan TOML < DeepSpeed JSON < Megatron YAML < flags."""
+    from llmdiag.memory import readers
     from llmdiag.memory.config import PLAN_KEYS
 
+    warnings = [] if warnings is None else warnings
     layers: list[Mapping[str, Any]] = [{k: job.get(k) for k in PLAN_KEYS}]
+    if torchtitan:
+        fields, _, w = readers.from_torchtitan_toml(torchtitan)
+        layers.append(fields)
+        warnings.extend(w)
     if deepspeed:
-        layers.append(plan.from_deepspeed(deepspeed))
+        fields, w = readers.from_deepspeed(deepspeed)
+        layers.append(fields)
+        warnings.extend(w)
     if megatron:
-        layers.append(plan.from_megatron_yaml(megatron))
+        fields, w = readers.from_megatron_yaml(megatron)
+        layers.append(fields)
+        warnings.extend(w)
     layers.append(flags)
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update({k: v for k, v in layer.items() if v is not None})
     if merged.get("dp") is None:
         merged["dp"] = "auto" if merged.get("world_size") else 1
+    if isinstance(merged.get("offload"), (list, tuple, str)):
+        merged.update(offload_fields(merged.pop("offload")))
+    else:
+        merged.pop("offload", None)
+    if isinstance(merged.get("pp_layers"), str):
+        merged["pp_layers"] = parse_int_list(merged["pp_layers"], "pp_layers")
     return plan.build(merged)
 
 
+OFFLOAD_PARTS = ("params", "grads", "optimizer", "activations")
+
+
+def offload_fields(value: str | list[str] | tuple[str, ...]) -> dict[str, bool]:
+    """``"optimizer,params"`` / ``["all"]`` → the plan's offload_* fields."""
+    parts = [x.strip() for x in (value.split(",") if isinstance(value, str) else value) if str(x).strip()]
+    if "all" in parts:
+        parts = list(OFFLOAD_PARTS)
+    bad = [x for x in parts if x not in OFFLOAD_PARTS and x != "none"]
+    if bad:
+        raise UsageError(f"offload: unknown part {bad[0]!r} (use {', '.join(OFFLOAD_PARTS)}, all or none)")
+    out = {f"offload_{p}": p in parts for p in OFFLOAD_PARTS}
+    if out["offload_optimizer"]:
+        out["offload_grads"] = True  # the optimizer steps on the CPU, so the gradients go there too
+    return out
+
+
+def parse_int_list(text: str, what: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise UsageError(f"{what}: expected comma-separated integers, got {text!r}") from None
+    if not vals or any(v < 0 for v in vals):
+        raise UsageError(f"{what}: expected comma-separated non-negative integers, got {text!r}")
+    return vals
+
+
 def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None, gpu_memory: int | None,
-              gpu_memory_source: str | None, command: str = "estimate-memory") -> dict[str, Any]:
+              gpu_memory_source: str | None, command: str = "estimate-memory", warnings: list[str] | None = None,
+              largest_layer: float | None = None, search_gpus: bool = False, always_search: bool = False) -> dict[str, Any]:
     if m is None and params is None:
         raise UsageError("no model: give --model, --hf-config, explicit dimensions (--layers ...) or --params")
     issues = checks.check_plan(m, p)
-    est = estimate.estimate(m, p, params=params, gpu_memory=gpu_memory)
+    est = estimate.estimate(m, p, params=params, gpu_memory=gpu_memory, largest_layer=largest_layer)
     suggestions: list[dict[str, Any]] = []
-    if gpu_memory and est["verdict"] in ("out-of-memory", "tight"):
-        suggestions = search.suggest(m, p, gpu_memory, params=params)
+    if gpu_memory and m is not None and (always_search or est["verdict"] in ("out-of-memory", "tight")
+                                         or checks.failing(issues)):
+        suggestions = search.suggest(m, p, gpu_memory)
+    smallest = search.smallest_gpu_count(m, p, gpu_memory) if (search_gpus and gpu_memory and m is not None) else None
     bad = checks.failing(issues) or est["verdict"] == "out-of-memory"
-    status = "fail" if bad else ("warn" if issues or est["verdict"] == "tight" else "pass")
+    status = "fail" if bad else ("warn" if issues or est["verdict"] in ("tight", "unknown") else "pass")
     from llmdiag.result import SCHEMA_VERSION
 
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION, "command": command, "kind": "memory-estimate", "status": status,
         "model": m.to_dict() if m is not None else {"name": "params-only", "params": int(params or 0)},
         "plan": p.to_dict(),
@@ -76,7 +128,14 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
         **{k: v for k, v in est.items() if k != "gpu_memory"},
         "plan_checks": [i.to_dict() for i in issues],
         "suggestions": suggestions,
+        "warnings": list(warnings or []),
     }
+    if est["verdict"] == "unknown":
+        doc["warnings"].append(f"cannot judge the fit without a GPU memory ({gpu_memory_source}); "
+                               "give --gpu-memory 80GiB or [job] gpu_memory")
+    if smallest is not None or search_gpus:
+        doc["smallest_gpu_count"] = smallest
+    return doc
 
 
 def gpu_memory_from_nvml(nvml_factory: Any = None, field: str = "memory_total_bytes") -> tuple[int | None, str]:

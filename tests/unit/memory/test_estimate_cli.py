@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from llmdiag.memory import estimate
 from tests.conftest import cli_env, llmdiag_argv
 
 
@@ -32,7 +33,7 @@ def test_oom_plan_suggestions_fit_and_pass_checks():
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "out-of-memory" and doc["suggestions"]
     for s in doc["suggestions"]:
-        assert s["total"] <= 0.9 * 80 * 2**30
+        assert s["total"] <= estimate.FITS_FRACTION * 80 * 2**30
         args = []
         for k, v in s["settings"].items():
             flag = "--" + k.replace("_", "-")
@@ -42,20 +43,43 @@ def test_oom_plan_suggestions_fit_and_pass_checks():
         assert q.returncode == 0, (s["change"], q.stdout[-500:])
 
 
-def test_plan_check_names_the_numbers():
+def test_invalid_plan_is_a_usage_error_naming_both_numbers():
     p = run("--model", "llama2-7b", "--tp", "3", "--world-size", "16", "--gpu-memory", "80GiB", "--format", "json")
-    assert p.returncode == 1
+    assert p.returncode == 2
     checks = {c["check"]: c for c in json.loads(p.stdout)["plan_checks"]}
     assert "heads (32)" in checks["heads-tp"]["message"] and "tp (3)" in checks["heads-tp"]["message"]
     assert "16" in checks["world-size"]["message"]
+    assert "invalid plan: attention heads (32) are not divisible by tp (3)" in p.stderr
+    # Megatron asserts num_query_groups % tp == 0: tp 16 over 8 KV groups is refused
+    p = run("--model", "llama3-70b", "--tp", "16", "--world-size", "16", "--gpus-per-node", "16", "--gpu-memory", "80GiB")
+    assert p.returncode == 2 and "KV groups (8) are not divisible by tp (16)" in p.stderr
+
+
+def test_sizes_need_a_unit():
+    for size, n in (("80G", 80 * 2**30), ("80GiB", 80 * 2**30), ("81920MiB", 80 * 2**30), ("1TB", 10**12)):
+        doc = json.loads(run("--model", "gpt2", "--gpu-memory", size, "--format", "json").stdout)
+        assert doc["gpu_memory"] == n, size
+    doc = json.loads(run("--model", "gpt2", "--gpu-memory", "80GB", "--format", "json").stdout)
+    assert doc["gpu_memory"] == 80 * 10**9
+    p = run("--model", "gpt2", "--gpu-memory", "80")
+    assert p.returncode == 2 and "80GiB" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_unknown_gpu_memory_is_not_fits():
+    p = run("--model", "gpt2", "--format", "json")
+    doc = json.loads(p.stdout)
+    if doc["gpu_memory"] is None:  # no GPU on this machine
+        assert doc["verdict"] == "unknown" and p.returncode == 1
+        assert "cannot judge the fit" in p.stderr
 
 
 def test_params_only_and_bad_input():
-    p = run("--params", "7.5e9", "--dp", "64", "--zero", "3", "--format", "json")
+    p = run("--params", "7.5e9", "--dp", "64", "--zero", "3", "--format", "json", "--gpu-memory", "80GiB")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["breakdown"]["activations"] == 0
     assert run("--model", "nope").returncode == 2
     assert run("--model", "llama2-7b", "--gpu-memory", "lots").returncode == 2
+    assert run("--params", "7.5e9", "--dp", "8", "--offload", "everything").returncode == 2
     assert run("--model", "llama2-7b", "--megatron-yaml", "/nonexistent.yaml").returncode == 2
 
 

@@ -6,6 +6,7 @@ import dataclasses
 
 from llmdiag.config import Config
 from llmdiag.context import Context
+from llmdiag.memory import estimate
 from llmdiag.result import Status
 from llmdiag.probes.memory import MemoryPlanProbe
 
@@ -45,6 +46,7 @@ def test_fits_on_measured_free_memory():
              nvml=lambda: _FakeNvml([79 * GIB, 78 * GIB]))
     assert rs["plan"].status is Status.PASS
     assert rs["fit"].status is Status.PASS and "NVML" in rs["fit"].summary
+    assert rs["fit"].data["peak"]["phase"] in rs["fit"].summary and rs["fit"].data["peak"]["reserved"] > 0
 
 
 def test_busy_gpu_fails_with_suggestions():
@@ -52,7 +54,7 @@ def test_busy_gpu_fails_with_suggestions():
              nvml=lambda: _FakeNvml([79 * GIB, 20 * GIB]))  # another process holds 60 GiB on GPU 1
     fit = rs["fit"]
     assert fit.status is Status.FAIL and fit.runbook == "plan-does-not-fit"
-    assert fit.data["suggestions"] and all(s["total"] <= 0.9 * 20 * GIB for s in fit.data["suggestions"])
+    assert fit.data["suggestions"] and all(s["total"] <= estimate.FITS_FRACTION * 20 * GIB for s in fit.data["suggestions"])
 
 
 def test_invalid_plan_and_no_gpu():

@@ -1,0 +1,335 @@
+"""Published and measured memory cases (``cases-dev.json``) → estimator inputs and the compared number.
+
+A case records a model, a parallel plan and training settings the way its source states them,
+what was measured (allocated, reserved, nvidia-smi, model states, the loss, the buckets) and
+its unit. :func:`express` maps those fields onto a :class:`ModelSpec` and a :class:`Plan` by
+their meaning (framework named in the source, "full" recompute, "QLoRA (NF4 base, LoRA rank
+8 on q,k,v,o + MLP)" ...) with no per-case numbers; :func:`evaluate` runs the estimate and
+returns the signed error. Used by ``tests/unit/memory/test_cases.py`` and ``bench/memory_accuracy.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from llmdiag.memory.estimate import estimate
+from llmdiag.memory.models import ModelSpec
+from llmdiag.memory.plan import Plan
+
+UNITS = {"bytes": 1, "gb (1e9 bytes)": 1e9, "gib": 2**30, "mib": 2**20}
+
+
+@dataclasses.dataclass
+class Expressed:
+    model: ModelSpec | None
+    plan: Plan
+    params: float | None
+    largest_layer: float | None
+    measure: str  # model_states | deepspeed_states | comm_buckets | loss | allocated | reserved | device
+    gpu_memory: int | None
+
+
+class NotExpressed(Exception):
+    """The case measures something the estimator does not model (the reason is the message)."""
+
+
+def _int(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return int(v)
+    mt = re.match(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)", str(v))
+    if not mt:
+        return None
+    mult = {"k": 1000, "m": 10**6}.get(mt.group(2).lower(), 1)
+    return int(float(mt.group(1)) * mult)
+
+
+def _vocab(v: Any) -> int | None:
+    """"250k (approx.)" → 250000: the stated size (Megatron pads it a little; the cases do not say how)."""
+    return _int(v)
+
+
+def unit_bytes(case: dict[str, Any]) -> float:
+    u = str(case["unit"]).lower()
+    if u.startswith("gib"):
+        return 2**30
+    if u.startswith("gb (as printed)"):
+        return 1e9 if case["kind"].startswith("analytic") else 2**30
+    for k, v in UNITS.items():
+        if u.startswith(k):
+            return v
+    raise NotExpressed(f"unknown unit {case['unit']!r}")
+
+
+def _framework(case: dict[str, Any]) -> str:
+    text = (case["source"] + " " + str(case["training"].get("framework", "")) + " " + str(case.get("notes", ""))).lower()
+    if "megatron" in text:
+        return "megatron"
+    if "deepspeed" in text and "megatron" not in text:
+        return "deepspeed"
+    return "torch"
+
+
+def _gpu_memory(case: dict[str, Any]) -> int | None:
+    mt = re.search(r"(\d+)\s*GB", str(case["parallel"].get("gpus", "")))
+    return int(mt.group(1)) * 2**30 if mt else None
+
+
+def _model(case: dict[str, Any]) -> tuple[ModelSpec | None, float | None, float | None]:
+    md = case["model"]
+    if "hidden" in md and "layers" in md:
+        h, heads = int(md["hidden"]), int(md["heads"])
+        # a GQA model (kv_heads stated) is of the Llama family unless the case says otherwise
+        llama = bool(md.get("swiglu", md.get("kv_heads") is not None))
+        norm = str(md.get("norm", "")).lower()
+        norm_kind = "layer" if "layernorm" in norm.replace(" ", "") or (not norm and not llama) else "rms"
+        pos = str(md.get("position_embedding", "")).lower()
+        seq = int(md["seq"])
+        spec = ModelSpec(
+            md.get("name", case["id"]), int(md["layers"]), h, heads, _vocab(md["vocab"]) or 1,
+            int(md.get("ffn") or 4 * h), kv_heads=int(md.get("kv_heads") or md.get("query_groups") or heads),
+            gated=llama, tied=bool(md.get("tied_embeddings", not llama)),
+            bias=bool(md.get("linear_bias", False)), norm=norm_kind,
+            positions=seq if "learned" in pos else 0,
+            experts=int(md.get("experts") or 1), top_k=int(md.get("top_k") or 1),
+            head_dim_=int(md["kv_channels"]) if md.get("kv_channels") else None)
+        return spec, None, None
+    if "params" in md:
+        return None, float(md["params"]), md.get("largest_layer_params")
+    preset = _preset_by_name(str(md.get("name", "")))
+    if preset is not None:
+        return preset, None, None
+    if "fp32_bytes" in md:
+        return None, md["fp32_bytes"] / 4, None
+    if "hidden" in md and "vocab" in md:
+        return None, None, None  # the loss only
+    if not md and "bucket" in case["quantity"]:
+        return None, 0.0, None  # the buckets do not depend on the model
+    raise NotExpressed("no model dimensions or parameter count")
+
+
+def _preset_by_name(name: str) -> ModelSpec | None:
+    """"Llama 3.1 70B" → llama3-70b, "Llama-2-7b" → llama2-7b, "Mixtral 8x7B", "GPT-2 XL"."""
+    from llmdiag.memory.models import PRESETS
+
+    n = name.lower()
+    mt = re.search(r"llama[\s-]*(\d)(?:\.\d)?[\s-]*(\d+)b", n)
+    key = f"llama{mt.group(1)}-{mt.group(2)}b" if mt else None
+    if key is None and "mixtral" in n and "8x7b" in n.replace(" ", ""):
+        key = "mixtral-8x7b"
+    if key is None:
+        mt = re.search(r"gpt-?2(?:[\s-]*(medium|xl))?", n)
+        key = ("gpt2-" + mt.group(1) if mt.group(1) else "gpt2") if mt else None
+    return PRESETS.get(key) if key else None
+
+
+def express(case: dict[str, Any]) -> Expressed:
+    tr, par, md = case["training"], case["parallel"], case["model"]
+    q = case["quantity"].lower()
+    fw = _framework(case)
+    kw: dict[str, Any] = {"framework": fw}
+    if "after deepspeed.initialize" in q:
+        raise NotExpressed("memory right after initialize depends on how the model was loaded before "
+                           "partitioning (not a training-step peak)")
+    prec = str(tr.get("precision") or tr.get("dtype") or tr.get("param_dtype") or "bf16").lower()
+    if "not stated" in prec or "unknown" in prec:
+        # Megatron(-DeepSpeed) trains in fp16 unless --bf16 is given; the others default to bf16
+        prec = "fp16" if fw == "megatron" else "bf16"
+    kw["precision"] = "fp32" if ("fp32" in prec or "float32" in prec) else ("fp16" if "fp16" in prec else "bf16")
+    if kw["precision"] == "fp32":
+        kw["master_weights"] = False
+    for k in ("tp", "pp", "cp", "ep"):
+        if _int(par.get(k)) is not None:
+            kw[k] = _int(par[k])
+    fsdp = par.get("fsdp") or par.get("dp_shard")
+    if fsdp:
+        kw.update(dp=int(fsdp) * int(_int(par.get("dp_replicate")) or 1), zero=3)
+    elif _int(par.get("dp")):
+        kw["dp"] = _int(par["dp"])
+    if par.get("nodes") and par.get("gpus_per_node") and "dp" not in kw:
+        world = int(par["nodes"]) * int(par["gpus_per_node"])
+        kw["dp"] = world // (kw.get("tp", 1) * kw.get("pp", 1) * kw.get("cp", 1))
+    if "dp" not in kw:
+        kw["dp"] = _int(par.get("gpus")) or 1
+    if par.get("zero_stage") is not None:
+        kw["zero"] = int(par["zero_stage"])
+    if par.get("sequence_parallel"):
+        kw["sequence_parallel"] = True
+    if par.get("distributed_optimizer") or tr.get("distributed_optimizer"):
+        kw["distributed_optimizer"] = True
+    mb = tr.get("micro_batch") or tr.get("local_batch") or tr.get("batch")
+    if mb:
+        kw["micro_batch"] = int(mb)
+    if tr.get("global_batch"):
+        kw["global_batch"] = int(tr["global_batch"])
+    rc = str(tr.get("recompute", tr.get("activation_checkpointing", ""))).lower()
+    every = re.search(r"(?:every|interval|option)\D{0,12}(\d+)", rc)
+    block = re.search(r"block\D{0,30}(\d+)|(\d+)\s*layers?\s*(?:per stage|block)", rc)
+    if rc.startswith("full") or rc in ("true", "yes"):
+        kw["recompute"] = "full"
+        if block and "block" in rc:
+            kw["recompute_layers"] = int(block.group(1) or block.group(2))
+    elif rc.startswith("selective") and fw == "torch":
+        # torchtitan/torchtune: "selective" is per-op SAC ("op") or one layer in N fully recomputed
+        if every:
+            kw.update(recompute="full", recompute_interval=int(every.group(1)))
+        else:
+            kw["recompute"] = "sac"
+    elif rc.startswith("selective"):
+        kw["recompute"] = "selective"
+    elif not rc and fw == "megatron" and "checkpoint-activations" in str(case.get("notes", "")):
+        kw["recompute"] = "full"  # the launch script's --checkpoint-activations
+    opt = str(tr.get("optimizer", "adam")).lower()
+    kw["optimizer"] = "sgd" if "sgd" in opt else (("paged-adam8bit" if "paged" in opt else "adam8bit")
+                                                  if "8bit" in opt or "8-bit" in opt else "adam")
+    if tr.get("optimizer_in_bwd") or tr.get("optimizer_in_backward"):
+        kw["optimizer_in_backward"] = True
+    if tr.get("activation_offloading") or tr.get("enable_activation_offloading"):
+        kw["offload_activations"] = True
+    if par.get("vpp") or par.get("virtual_pipeline"):
+        kw["vpp"] = _int(par.get("vpp") or par.get("virtual_pipeline"))
+    if tr.get("float8"):
+        kw["fp8"] = "torchao" if "torchao" in str(tr["float8"]).lower() else "te"
+    method = str(tr.get("method", "")).lower()
+    if "lora" in method:
+        rank = re.search(r"rank\s*(\d+)", method)
+        kw["lora_rank"] = int(rank.group(1)) if rank else 8
+        on = method.split(" on ", 1)[1] if " on " in method else "q,k,v,o"
+        kw["lora_targets"] = "all" if "mlp" in on else ("attn" if re.search(r"\bk\b|\bo\b", on) else "qv")
+        kw["base_quant"] = "nf4" if ("nf4" in method or "qlora" in method) else ("int8" if "int8" in method else "none")
+    if str(tr.get("offload_param", "none")).lower() in ("cpu", "nvme"):
+        kw["offload_params"] = True
+    if str(tr.get("offload_optimizer", "none")).lower() in ("cpu", "nvme"):
+        kw.update(offload_optimizer=True, offload_grads=True)
+    if tr.get("fsdp_cpu_offload"):
+        kw.update(offload_params=True, offload_grads=True, offload_optimizer=True)
+    if tr.get("fused_optimizer") and "torchtune" in case["source"]:
+        kw["optimizer_in_backward"] = True  # torchtune's "fused optimizer": the step runs in backward
+    if "torchtune" in case["source"]:
+        kw["loss"] = "chunked"  # torchtune recipes use CEWithChunkedOutputLoss
+        kw["compile_loss"] = bool(tr.get("compile"))  # and compile it with the model (compile_loss)
+    if tr.get("overlap_comm"):
+        kw["ds_overlap_comm"] = True
+        kw["framework"] = "deepspeed"
+    if tr.get("reduce_bucket_size"):
+        kw["bucket_mb"] = float(tr["reduce_bucket_size"]) * 2 / 1e6
+    if tr.get("allgather_bucket_size"):
+        kw["ds_allgather_bucket"] = float(tr["allgather_bucket_size"])
+    if "standard cross-entropy" in str(tr.get("loss", "")).lower():
+        kw["loss"] = "upcast"
+    m, params, largest = _model(case)
+    seq = md.get("seq") or tr.get("seq_len") or tr.get("seq") or md.get("seq_len")
+    if m is not None and seq:
+        kw["seq_len"] = int(seq)
+    elif tr.get("tokens_in_batch"):
+        kw["seq_len"] = int(tr["tokens_in_batch"])
+    if "tokens_in_batch" in tr and m is None and "hidden" in md:
+        m = ModelSpec(md.get("name", case["id"]), 1, int(md["hidden"]), 1, int(md["vocab"]), int(md["hidden"]))
+    if "dp" in kw and kw.get("zero", 0) == 0 and "zero" not in kw and fw == "deepspeed":
+        kw["zero"] = 0
+    measure = "device"
+    if "deepspeed zero-3 estimator" in q:
+        measure, kw["framework"] = "deepspeed_states", "deepspeed"
+    elif "model-state" in q or "weight+optimizer" in q or "training using adam" in q:
+        measure = "model_states"
+    elif "communication buckets" in q:
+        measure = "comm_buckets"
+        kw.setdefault("dp", 2)
+    elif "loss computation" in q:
+        measure = "loss"
+    elif "reserved" in q or "peak memory" in q:
+        measure = "reserved"
+    elif "allocated" in q or "active" in q:
+        measure = "allocated"
+    if kw.get("dp", 1) > 1 and kw.get("zero") is None and "distributed_optimizer" not in kw and measure == "comm_buckets":
+        kw["zero"] = 2
+    return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
+
+
+def evaluate(case: dict[str, Any]) -> dict[str, Any]:
+    """The estimate of the case's measured quantity, in the case's unit, and the signed error."""
+    from llmdiag.errors import UsageError
+
+    try:
+        ex = express(case)
+    except (UsageError, KeyError, TypeError, ValueError) as exc:
+        raise NotExpressed(f"fields the mapping does not understand: {type(exc).__name__}: {exc}") from None
+    est = estimate(ex.model, ex.plan, params=ex.params, gpu_memory=ex.gpu_memory, largest_layer=ex.largest_layer)
+    lines = {x["name"]: x["bytes"] for x in est["lines"]}
+    states = sum(lines[k] for k in ("weights", "gradients", "master_weights", "optimizer_states"))
+    got = {"model_states": states, "deepspeed_states": states + lines["gathered_params"],
+           "comm_buckets": lines["comm_buckets"], "loss": lines["logits"], "reserved": est["peak"]["reserved"],
+           "allocated": est["peak"]["allocated"],
+           "device": est["breakdown"]["total"]}[ex.measure]
+    if ex.measure == "loss":  # the loss line of the stage that computes it, whichever phase peaks
+        from llmdiag.memory.estimate import loss_line
+
+        got = loss_line(ex.model, ex.plan, ex.plan.pp - 1).bytes
+    unit = unit_bytes(case)
+    out = {"id": case["id"], "kind": case["kind"], "measure": ex.measure, "estimate": got / unit,
+           "verdict": est["verdict"], "tolerance": tolerance(case)}
+    if case["value"] == "OOM":
+        out.update(value="OOM", error=None, ok=est["verdict"] == "out-of-memory")
+    else:
+        err = (got / unit - case["value"]) / case["value"]
+        out.update(value=case["value"], error=err, ok=_within(case, got / unit, err))
+    return out
+
+
+def tolerance(case: dict[str, Any]) -> str:
+    hint = str(case.get("tolerance_hint", "")).lower()
+    if hint.startswith("exact"):
+        return "exact"
+    if "order-of-magnitude" in hint:
+        return "x2"
+    mt = re.search(r"±\s*(\d+)\s*%", hint)
+    return f"{mt.group(1)}%" if mt else "15%"
+
+
+def _within(case: dict[str, Any], got: float, err: float) -> bool:
+    tol = tolerance(case)
+    if tol == "exact":  # print rounding: half a unit of the last printed digit
+        text = repr(case["value"])
+        decimals = len(text.split(".")[1]) if "." in text and not text.endswith(".0") else 0
+        return abs(got - case["value"]) <= 0.5 * 10 ** -decimals + 1e-9
+    if tol == "x2":
+        return 0.5 <= got / case["value"] <= 2
+    return abs(err) <= int(tol[:-1]) / 100
+
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+_VARIANT = re.compile(r"^(?:pp(?P<pp>\d+)_)?(?:dp(?P<dp>\d+)_)?mbs(?P<mbs>\d+)_GB$"
+                      r"|^fsdp(?P<fsdp>\d+)_cp(?P<cp>\d+)_(?P<k>\d+)k$")
+
+
+def related_variants(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The measured neighbours a case lists under ``related`` with a plan in their key
+    (``mbs2_GB``, ``pp6_dp8_mbs4_GB``, ``fsdp4_cp2_64k``), as cases of their own."""
+    out = []
+    for key, value in (case.get("related") or {}).items():
+        mt = _VARIANT.match(key)
+        if not mt or not isinstance(value, (int, float)):
+            continue
+        v = json.loads(json.dumps(case))
+        v["id"], v["value"] = f"{case['id']}~{key}", value
+        v.pop("related", None)
+        if mt.group("mbs"):
+            v["training"]["micro_batch"] = int(mt.group("mbs"))
+            v["training"].pop("local_batch", None)
+            if mt.group("pp"):
+                v["parallel"]["pp"] = int(mt.group("pp"))
+            if mt.group("dp"):
+                v["parallel"]["dp"] = int(mt.group("dp"))
+        else:
+            v["parallel"].update(fsdp=int(mt.group("fsdp")), cp=int(mt.group("cp")))
+            v["model"]["seq"] = int(mt.group("k")) * 1024
+        out.append(v)
+    return out
