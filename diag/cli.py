@@ -16,6 +16,7 @@ import click
 from llmdiag import __version__
 from llmdiag.errors import LlmdiagError
 from llmdiag.exitcodes import ExitCode
+from llmdiag.util.files import OutputError
 
 #: name -> (module:attribute, one-line help). Every command is listed here; one whose module
 #: fails to import is an error (exit 3 naming it), never a command that silently disappears.
@@ -70,6 +71,9 @@ class LlmdiagGroup(click.Group):
         except LlmdiagError as exc:
             click.echo(f"llmdiag: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except OutputError as exc:  # an output that cannot be written: llmdiag.util.files
+            click.echo(f"llmdiag: {exc}", err=True)
+            ctx.exit(ExitCode.USAGE_ERROR)
         except BrokenPipeError:
             # `llmdiag ... | head`: not an error of ours.
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
@@ -43,8 +43,12 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     from llmdiag.logs import config as logcfg
 
     env = dict(os.environ)
+    from llmdiag.logs.readers import ReadStats, resolve
+
+    inputs = [p for p in resolve(paths, ReadStats()) if p != "-"]
+    guard_outputs([("-o", output), ("--csv", csv_path), ("--parquet", parquet_path), ("--plot", plot_path)],
+                  [("log", p) for p in inputs], config_path=config_path, env=env)
     settings = logcfg.from_config(Config.load(config_path, env))
-    inputs = [p for p in paths if p != "-"]
     if follow:
         from llmdiag.logs.follow import follow_file
 

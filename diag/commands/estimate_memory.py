@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options, pass_env
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options, pass_env
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -89,6 +89,9 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     from llmdiag.memory import job
     from llmdiag.memory.plan import parse_size
 
+    guard_outputs([("-o", output)], [("--hf-config", kw["hf_config"]), ("--deepspeed-config", kw["deepspeed_config"]),
+                                     ("--megatron-yaml", kw["megatron_yaml"]), ("--model", kw["model"])],
+                  config_path=config_path, env=env)
     cfg = Config.load(config_path, env)
     section = cfg.section("job")
     dims = {k: kw.pop(k) for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "gated", "vocab", "tied",
@@ -97,7 +100,8 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     params = kw.pop("params") or (section.get("params") if not (model_name or kw["hf_config"]) else None)
     if kw.pop("fsdp"):
         kw["zero"] = 3
-    m = job.resolve_model(model_name, kw.pop("hf_config"), dims)
+    hf = kw.pop("hf_config")
+    m = job.resolve_model(model_name, hf, dims)
     ds, mg, gpu = kw.pop("deepspeed_config"), kw.pop("megatron_yaml"), kw.pop("gpu_memory")
     p = job.resolve_plan(section, ds, mg, kw)
     source = "--gpu-memory" if gpu else None
@@ -106,7 +110,7 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     if gpu is None:
         gpu, source = job.gpu_memory_from_nvml()
     doc = job.build_doc(m, p, params=None if m else params, gpu_memory=gpu, gpu_memory_source=source)
-    protect = [x for x in (ds, mg, config_path) if x]
+    protect = [x for x in (ds, mg, config_path, hf) if x]
     emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
     if doc["status"] == "fail":
         raise SystemExit(ExitCode.CHECKS_FAILED)

@@ -9,24 +9,13 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
 def _describe(alert) -> str:
     return (f"ALERT [{alert['severity']}] {alert['rule']} {alert['device']}: {alert['message']} "
             f"(llmdiag runbook {alert['runbook']})")
-
-
-def _check_path(option: str, path: str, protect) -> None:
-    """check_output_path, with the message naming the option it is about."""
-    from llmdiag.errors import UsageError
-    from llmdiag.outputs import check_output_path
-
-    try:
-        check_output_path(path, protect)
-    except UsageError as exc:
-        raise UsageError(str(exc).replace("-o ", f"{option} ", 1)) from None
 
 
 def _watch(pid: int):
@@ -95,9 +84,10 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     from llmdiag.monitor.gpus import GpuSampler
     from llmdiag.monitor.host import HostSampler
     from llmdiag.monitor.loop import MIN_STALL_S, Monitor, Sinks
-    from llmdiag.outputs import check_output_path
 
     env = dict(os.environ)
+    guard_outputs([("-o", output), ("--timeline", timeline_path), ("--prometheus-file", prom_path)],
+                  [("--replay-nvml", replay_nvml)], config_path=config_path, env=env)
     config = Config.load(config_path, env).with_overrides({
         ("monitor", "interval_s"): interval_s,
         ("monitor", "on_alert"): on_alert,
@@ -105,11 +95,6 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     settings = config.section("monitor")
     rules = rules_from_config(config)
     protect = [config_path] if config_path else []
-    if output not in (None, "-"):
-        check_output_path(output, protect)
-    for option, path in (("--timeline", timeline_path), ("--prometheus-file", prom_path)):
-        if path:
-            _check_path(option, path, protect)
     alive = _watch(pid) if pid is not None else None
 
     ctx = Context.create(config=config, env=env)
