@@ -62,12 +62,10 @@ class LlmdiagGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException):
             raise
-        except click.exceptions.Abort:
-            click.echo("interrupted", err=True)
-            ctx.exit(ExitCode.INTERRUPTED)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            ctx.exit(ExitCode.INTERRUPTED)
+        except click.exceptions.Abort as exc:
+            ctx.exit(_interrupted(exc.__context__ or exc))
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM / SIGHUP (llmdiag.util.procs.Terminated)
+            ctx.exit(_interrupted(exc))
         except LlmdiagError as exc:
             click.echo(f"llmdiag: {exc}", err=True)
             ctx.exit(exc.exit_code)
@@ -96,13 +94,26 @@ def cli() -> None:
     """llmdiag: preflight checks and troubleshooting for distributed LLM training.
 
     Exit codes: 0 no failure, 1 a check failed, 2 usage or config error,
-    3 internal error, 130 interrupted.
+    3 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
     """
 
 
+def _interrupted(exc: BaseException) -> int:
+    """The message and exit code of an interruption: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+    from llmdiag.util.procs import exit_code, stop_all
+
+    stop_all()  # children of threads the interruption could not unwind
+    code = exit_code(exc)
+    click.echo("interrupted" if code == ExitCode.INTERRUPTED else f"llmdiag: terminated by {exc}", err=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> None:
-    try:
-        cli.main(args=argv, prog_name="llmdiag")
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
+    from llmdiag.util.procs import install_signal_handlers, private_tempdir
+
+    install_signal_handlers()
+    with private_tempdir():
+        try:
+            cli.main(args=argv, prog_name="llmdiag")
+        except KeyboardInterrupt as exc:
+            sys.exit(_interrupted(exc))

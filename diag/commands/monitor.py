@@ -1,8 +1,8 @@
 """``llmdiag monitor``: sample GPUs and the host while a job runs; timeline, metrics, alerts.
 
 Exit codes: 0 no critical alert (warnings allowed unless ``--strict``), 1 a critical alert
-fired, 2 bad flags or config, 130 interrupted (Ctrl-C; the timeline and report are still
-written). SIGTERM, which Slurm and systemd send at the end of a job, ends monitoring normally.
+fired, 2 bad flags or config, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (the
+timeline and report are still written, as for every other end).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         got.append(signum)
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         mon = Monitor(node=ctx.node, interval_s=interval, rules=rules, gpus=gpus, host=HostSampler(), sinks=sinks,
                       notify=notify, env=env, stop=stop)
@@ -157,9 +157,10 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     if timeline_path:
         doc["timeline"] = {"path": timeline_path, "rows": sinks.timeline.rows_written}
     emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
-    if signal.SIGINT in got:
-        click.echo("interrupted", err=True)
-        raise SystemExit(ExitCode.INTERRUPTED)
+    if got:  # the timeline and report are written; the exit code says it was stopped
+        click.echo("interrupted" if got[0] == signal.SIGINT else f"llmdiag monitor: stopped by "
+                   f"{signal.Signals(got[0]).name}", err=True)
+        raise SystemExit(128 + got[0])
     if doc["status"] == "fail" or (strict and doc["status"] == "warn"):
         raise SystemExit(ExitCode.CHECKS_FAILED)
 

@@ -80,7 +80,9 @@ def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = N
     stats.files.append(path)
     spill_dir = tempfile.mkdtemp(prefix="llmdiag-ranges-")
     offset = 0
-    pool = mp.get_context("fork").Pool(n)
+    from llmdiag.util.procs import child_defaults
+
+    pool = mp.get_context("fork").Pool(n, initializer=child_defaults)
     try:
         tasks = [(path, bounds[i], bounds[i + 1], chunk, spill_dir) for i in range(k)]
         for an, st, raw_path in pool.imap(_work, tasks):
