@@ -59,7 +59,12 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         return
     from llmdiag.logs.engine import analyze
 
+    from llmdiag.logs.compressed import input_findings, looks_binary
+    from llmdiag.logs.readers import open_binary
+
+    binary = {p: share for p in inputs for bad, share in [looks_binary(p, open_binary)] if bad}
     doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
+    input_findings(doc, binary)
     try:
         _check_and_export(doc, analyzer.table, inputs, csv_path, parquet_path, plot_path)
     finally:

@@ -99,13 +99,18 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     settings = config.section("nccl_bench")
     spec = build_spec(settings, pairwise=pairwise, inject_corruption=_corruption(inject_corruption))
     info = parse_launcher(env)
+    from llmdiag.ncclbench.memcheck import check_fits
+
+    gpus = launch.cuda_device_count()
+    backend_used = launch.resolve_backend(spec.backend, gpus)
     if info.distributed:
+        check_fits(spec, info.world_size or 1, info.local_world_size or 1, backend_used, info.local_rank)
         result = launch.run_under_launcher(spec, info, env)
         rank = info.rank
     else:
-        gpus = launch.cuda_device_count()
-        use_gpus = launch.resolve_backend(spec.backend, gpus) == "nccl"
-        result = launch.spawn_local(spec, nproc or (gpus if use_gpus else settings["nproc"]), env=env)
+        n = nproc or (gpus if backend_used == "nccl" else settings["nproc"])
+        check_fits(spec, n, n, backend_used)
+        result = launch.spawn_local(spec, n, env=env)
         rank = 0
     doc = verdict.build_doc(result, settings)
     if rank == 0:

@@ -41,7 +41,13 @@ def select_probes(probes, only, skip):
             raise UsageError(f"unknown probe {n!r} (available: {', '.join(sorted(names))})")
     if only:
         probes = [p for p in probes if p.name in only]
-    return [p for p in probes if p.name not in skip]
+    chosen = [p for p in probes if p.name not in skip]
+    if not chosen:
+        from llmdiag.errors import UsageError
+
+        raise UsageError(f"no probe left to run (--probe {' '.join(only) or 'all'}, --skip {' '.join(skip)}): "
+                         "nothing would be checked")
+    return chosen
 
 
 def _path_items(paths, shared_paths):

@@ -37,7 +37,9 @@ def worth_splitting(path: str) -> bool:
         if os.path.getsize(path) < MIN_BYTES:
             return False
         with open(path, "rb") as fh:
-            return fh.read(2) != b"\x1f\x8b"
+            from llmdiag.logs.compressed import sniff
+
+            return sniff(fh.read(6)) is None  # a compressed stream is read in one piece
     except OSError:
         return False
 

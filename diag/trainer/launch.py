@@ -111,6 +111,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer")
             inject.parse(spec)
     except inject.InjectError as exc:
         parser.error(str(exc))
+    from llmdiag.trainer.validate import check_args
+
+    problem = check_args(args)  # before any worker starts: one line, not a traceback per worker
+    if problem:
+        parser.error(problem)
     if args.heads and args.hidden % args.heads:
         parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
     if args.fsdp and args.device != "cpu":

@@ -236,8 +236,10 @@ def run_worker(args) -> int:
         dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
         gathered = train(args, log=log)
         if rank == 0 and args.summary_file:
-            with open(args.summary_file, "w") as f:
-                json.dump({"ranks": gathered, "args": vars(args)}, f, indent=1)
+            from llmdiag.util.files import write_output
+
+            write_output(args.summary_file, json.dumps({"ranks": gathered, "args": vars(args)}, indent=1),
+                         "--summary-file")
         dist.destroy_process_group()
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is logged with the rank prefix
