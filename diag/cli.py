@@ -108,10 +108,21 @@ def _interrupted(exc: BaseException) -> int:
     return code
 
 
+def _redact_streams() -> None:
+    """stdout and stderr through the reports' redactor: no secret in an error message either."""
+    from llmdiag.redact import RedactingStream
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream, os.environ))
+
+
 def main(argv: list[str] | None = None) -> None:
     from llmdiag.util.procs import install_signal_handlers, private_tempdir
 
     install_signal_handlers()
+    _redact_streams()
     with private_tempdir():
         try:
             cli.main(args=argv, prog_name="llmdiag")
