@@ -80,6 +80,11 @@ class LlmdiagGroup(click.Group):
                 pass
             ctx.exit(ExitCode.OK)
         except Exception as exc:  # noqa: BLE001 - the one place internal errors are reported
+            if isinstance(exc, OSError) and exc.filename is not None:
+                # a path the user gave that the system refuses (name too long, a loop of links,
+                # permission): about the input, not a bug of ours
+                click.echo(f"llmdiag: {exc.filename}: {exc.strerror or exc}", err=True)
+                ctx.exit(ExitCode.USAGE_ERROR)
             click.echo(f"llmdiag: internal error: {type(exc).__name__}: {exc}", err=True)
             if os.environ.get("LLMDIAG_DEBUG"):
                 traceback.print_exc()

@@ -40,6 +40,13 @@ def _writable_file(path: Path) -> str | None:
 
 def check_args(args) -> str | None:
     """The first problem with the paths of ``args`` (the trainer's parsed flags), or None."""
+    try:
+        return _check_args(args)
+    except OSError as exc:  # a name too long, a loop of links: whatever the file system says
+        return f"{exc.filename or 'a path'}: {exc.strerror or exc}"
+
+
+def _check_args(args) -> str | None:
     from llmdiag.trainer.data import DataError, read_header
 
     if args.data not in (None, "", "synthetic"):

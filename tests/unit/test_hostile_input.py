@@ -165,3 +165,21 @@ def test_train_checks_its_paths_before_starting_workers(tmp_path, args, words):
     proc = run("train", "--steps", "2", "--nproc", "2", *args, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert "[rank" not in proc.stderr and "worker" not in proc.stderr.lower()
+
+
+def test_malformed_node_report_is_a_problem_not_a_crash(tmp_path):
+    (tmp_path / "node-00000.json").write_text('{"node": 1, "node_rank": "x", "results": 5}')
+    proc = run("report", "merge", str(tmp_path))
+    assert proc.returncode == 2 and "not an llmdiag node report" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["preflight", "-c", "N"], ["report", "merge", "N"], ["estimate-memory", "--model", "N"],
+    ["monitor", "--count", "1", "--heartbeat-dir", "N"], ["prepare-data", "in.txt", "N", "--quiet"],
+    ["train", "--data", "N"], ["analyze-log", "x.log", "-o", "N"],
+])
+def test_names_the_system_refuses_are_usage_errors(tmp_path, args):
+    (tmp_path / "in.txt").write_text("hello\n")
+    (tmp_path / "x.log").write_text("step 1 loss 2.0\n")
+    proc = run(*[("a" * 300 if a == "N" else a) for a in args], cwd=tmp_path)
+    assert proc.returncode == 2 and "File name too long" in proc.stderr, proc.stderr
