@@ -63,6 +63,14 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     from llmdiag.logs.readers import open_binary
 
     binary = {p: share for p in inputs for bad, share in [looks_binary(p, open_binary)] if bad}
+    if binary and len(binary) == len(inputs) and "-" not in paths:
+        p, share = next(iter(binary.items()))
+        raise UsageError(f"{p} is not a text log: {share:.0%} of its first bytes are not text"
+                         + (f" (nor are the other {len(binary) - 1} inputs)" if len(binary) > 1 else ""))
+    if binary:  # never read further (/dev/zero has no end): a finding says why they were left out
+        import glob
+
+        paths = [glob.escape(p) for p in inputs if p not in binary] + (["-"] if "-" in paths else [])
     doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
     input_findings(doc, binary)
     try:

@@ -146,7 +146,9 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         got.append(signum)
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    from llmdiag.util.procs import HANDLED
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, *HANDLED)}
     try:
         mon = Monitor(node=ctx.node, interval_s=interval, rules=rules, gpus=gpus, host=HostSampler(), sinks=sinks,
                       notify=notify, env=env, stop=stop)

@@ -47,6 +47,8 @@ def classify(path: str | os.PathLike[str], label: str = "-o") -> tuple[str, Path
     """(kind, target): where writing ``path`` really goes. Raises :class:`OutputError` for a
     target that must not be written (a directory, a block device, a socket, a symlink loop)."""
     p = Path(path)
+    if str(p).startswith(("/dev/std", "/dev/fd/", "/proc/self/fd/")) and os.path.exists(p):
+        return STREAM, p  # a descriptor this process already holds: written where it points, in place
     try:
         st = os.stat(p)  # follows symlinks
     except FileNotFoundError:
@@ -112,7 +114,8 @@ def open_output(path: str | os.PathLike[str], label: str = "-o", *, binary: bool
     if kind == STREAM or not atomic:
         try:
             if kind == STREAM:
-                fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+                # O_APPEND: /dev/stdout may be a file the shell opened (`>>` appends, `>` is empty)
+                fd = os.open(target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
             else:
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
             fh = os.fdopen(fd, fmode, **text_kw)

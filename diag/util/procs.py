@@ -137,8 +137,10 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-#: signals handled like SIGINT (SIGINT itself stays Python's KeyboardInterrupt)
-HANDLED = (signal.SIGTERM, signal.SIGHUP)
+#: signals handled like SIGINT (SIGINT itself stays Python's KeyboardInterrupt): SIGTERM (scancel,
+#: systemd, Kubernetes), SIGHUP (terminal or ssh gone), and those whose default would kill llmdiag
+#: without cleaning up: SIGUSR1/2 (Slurm's --signal warning), SIGXCPU (the CPU time limit)
+HANDLED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGXCPU)
 _received: list[int] = []
 
 

@@ -208,3 +208,14 @@ def test_read_only_target_is_exit_2_one_line(tmp_path):
     assert proc.stdout.count("rc=2") == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("llmdiag: -o") == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.split()[-1] == "r.txt"  # nothing else was created
+
+
+def test_dev_stdout_into_a_redirected_file_appends_in_place(tmp_path):
+    out = tmp_path / "log.txt"
+    out.write_text("first\n")
+    with open(out, "a") as fh:
+        proc = subprocess.run(llmdiag_argv(*EST, "-f", "json", "-o", "/dev/stdout"), stdout=fh,
+                              stderr=subprocess.PIPE, text=True, env=cli_env(), timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr
+    text = out.read_text()
+    assert text.startswith("first\n{") and json.loads(text[len("first\n"):])["kind"]

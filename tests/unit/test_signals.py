@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import cli_env, llmdiag_argv
 
-CODES = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: 130}
+CODES = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: 130, signal.SIGUSR1: 138, signal.SIGXCPU: 152}
 
 
 def session_members(sid: int) -> list[tuple[int, str]]:
@@ -135,7 +135,7 @@ def test_nccl_bench_ranks(tmp_path, sig):
     assert temp_left(tmp_path) == [] and list((tmp_path / "work").iterdir()) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1])
 def test_train_workers(tmp_path, sig):
     proc = start(["train", "--nproc", "2", "--steps", "100000", "--device", "cpu", "--checkpoint-dir", "ck",
                   "--checkpoint-every", "5"], tmp_path)
