@@ -16,6 +16,7 @@ import click
 from llmdiag import __version__
 from llmdiag.errors import LlmdiagError
 from llmdiag.exitcodes import ExitCode
+from llmdiag.util.files import OutputError
 
 #: name -> (module:attribute, one-line help). Every command is listed here; one whose module
 #: fails to import is an error (exit 3 naming it), never a command that silently disappears.
@@ -61,15 +62,16 @@ class LlmdiagGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException):
             raise
-        except click.exceptions.Abort:
-            click.echo("interrupted", err=True)
-            ctx.exit(ExitCode.INTERRUPTED)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            ctx.exit(ExitCode.INTERRUPTED)
+        except click.exceptions.Abort as exc:
+            ctx.exit(_interrupted(exc.__context__ or exc))
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM / SIGHUP (llmdiag.util.procs.Terminated)
+            ctx.exit(_interrupted(exc))
         except LlmdiagError as exc:
             click.echo(f"llmdiag: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except OutputError as exc:  # an output that cannot be written: llmdiag.util.files
+            click.echo(f"llmdiag: {exc}", err=True)
+            ctx.exit(ExitCode.USAGE_ERROR)
         except BrokenPipeError:
             # `llmdiag ... | head`: not an error of ours.
             try:
@@ -78,6 +80,11 @@ class LlmdiagGroup(click.Group):
                 pass
             ctx.exit(ExitCode.OK)
         except Exception as exc:  # noqa: BLE001 - the one place internal errors are reported
+            if isinstance(exc, OSError) and exc.filename is not None:
+                # a path the user gave that the system refuses (name too long, a loop of links,
+                # permission): about the input, not a bug of ours
+                click.echo(f"llmdiag: {exc.filename}: {exc.strerror or exc}", err=True)
+                ctx.exit(ExitCode.USAGE_ERROR)
             click.echo(f"llmdiag: internal error: {type(exc).__name__}: {exc}", err=True)
             if os.environ.get("LLMDIAG_DEBUG"):
                 traceback.print_exc()
@@ -92,13 +99,37 @@ def cli() -> None:
     """llmdiag: preflight checks and troubleshooting for distributed LLM training.
 
     Exit codes: 0 no failure, 1 a check failed, 2 usage or config error,
-    3 internal error, 130 interrupted.
+    3 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
     """
 
 
+def _interrupted(exc: BaseException) -> int:
+    """The message and exit code of an interruption: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+    from llmdiag.util.procs import exit_code, stop_all
+
+    stop_all()  # children of threads the interruption could not unwind
+    code = exit_code(exc)
+    click.echo("interrupted" if code == ExitCode.INTERRUPTED else f"llmdiag: terminated by {exc}", err=True)
+    return code
+
+
+def _redact_streams() -> None:
+    """stdout and stderr through the reports' redactor: no secret in an error message either."""
+    from llmdiag.redact import RedactingStream
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream, os.environ))
+
+
 def main(argv: list[str] | None = None) -> None:
-    try:
-        cli.main(args=argv, prog_name="llmdiag")
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
+    from llmdiag.util.procs import install_signal_handlers, private_tempdir
+
+    install_signal_handlers()
+    _redact_streams()
+    with private_tempdir():
+        try:
+            cli.main(args=argv, prog_name="llmdiag")
+        except KeyboardInterrupt as exc:
+            sys.exit(_interrupted(exc))

@@ -65,3 +65,13 @@ def pass_env(fn: Callable) -> Callable:
         return fn(*args, env=dict(os.environ), **kwargs)
 
     return wrapper
+
+
+def guard_outputs(outputs: Iterable[tuple[str, str | None]], inputs: Iterable[tuple[str, str | None]] = (), *,
+                  config_path: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, outputs that clash with an input (the config file the command
+    reads included, however it was found) or with each other: llmdiag.outputs.check_outputs."""
+    from llmdiag.outputs import check_outputs, config_input
+
+    found = config_input(config_path, env)
+    check_outputs(outputs, [*inputs, *([found] if found else [])])

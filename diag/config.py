@@ -46,6 +46,7 @@ class Field:
     choices: Sequence[Any] | None = None
     item_fields: Sequence[Field] | None = None  # for table_list
     validator: Callable[[Any], str | None] | None = None  # returns an error message or None
+    required: bool = False  # in a table_list item: the key must be given
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:
@@ -185,6 +186,9 @@ def _check(field: Field, value: Any, where: str, source: str | None) -> Any:
                 if specs and k not in specs:
                     raise ConfigError(f"{where}[{i}].{k}", f"unknown key (accepted: {', '.join(specs)})", source)
             for name, spec in specs.items():
+                if spec.required and item.get(name) is None:
+                    raise ConfigError(f"{where}[{i}].{name}", f"required: every entry needs {name} "
+                                      f"({spec.accepted()}: {spec.help})", source)
                 out[name] = _check(spec, item.get(name, spec.default), f"{where}[{i}].{name}", source)
             if not specs:
                 out = dict(item)
@@ -335,7 +339,8 @@ register_section(
             [],
             "paths the job reads or writes (datasets, checkpoints)",
             item_fields=[
-                Field("path", "str", None, "absolute path"),
+                Field("path", "str", None, "absolute path (required)", required=True,
+                      validator=lambda v: None if v.strip() else "must not be empty"),
                 Field("required_free_gb", "float", 0.0, "free space the job needs there", min=0),
                 Field("writable", "bool", True, "the job writes here"),
                 Field("shared", "bool", False, "must be the same shared filesystem on every node"),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmdiag.launcher import LauncherInfo, parse_launcher
+from llmdiag.util.procs import ChildGroup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,30 +57,24 @@ class CommandRunner:
     def run(self, argv: Sequence[str], timeout: float = 10.0, input: str | None = None) -> CommandResult:
         argv = tuple(str(a) for a in argv)
         start = time.monotonic()
+        # its own process group, killed with llmdiag (even SIGKILLed) and by an interruption
+        group = ChildGroup()
         try:
-            proc = subprocess.run(
-                argv,
-                input=input,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                env=self._env,
-                stdin=None if input is not None else subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired as exc:
-            return CommandResult(
-                argv,
-                None,
-                _text(exc.stdout),
-                _text(exc.stderr),
-                timed_out=True,
-                error=f"timed out after {timeout:g} s",
-                duration_s=time.monotonic() - start,
-            )
+            proc = group.popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                               env=self._env)
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                group.stop(grace_s=0.0)
+                out, err = proc.communicate()
+                return CommandResult(argv, None, _text(out), _text(err), timed_out=True,
+                                     error=f"timed out after {timeout:g} s", duration_s=time.monotonic() - start)
         except (OSError, ValueError) as exc:
             return CommandResult(argv, None, error=f"{type(exc).__name__}: {exc}", duration_s=time.monotonic() - start)
-        return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr, duration_s=time.monotonic() - start)
+        finally:
+            group.stop()
+        return CommandResult(argv, proc.returncode, out, err, duration_s=time.monotonic() - start)
 
 
 def _text(b: bytes | str | None) -> str:

@@ -133,8 +133,11 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
         world = _int(env, "WORLD_SIZE", problems, lo=1)
         rank = _int(env, "RANK", problems)
         local_rank = _int(env, "LOCAL_RANK", problems)
-    else:
-        return LauncherInfo(kind="none", master_port=_int(env, "MASTER_PORT", [], 1, 65535))
+    else:  # not a job; still, a malformed variable that is set is a problem (a job would trip on it)
+        for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NPROC_PER_NODE"):
+            _int(env, name, problems, lo=0 if "RANK" in name else 1)
+        return LauncherInfo(kind="none", master_port=_int(env, "MASTER_PORT", problems, 1, 65535),
+                            problems=tuple(problems))
 
     # (kind "env" already read NPROC_PER_NODE as local_world: read it once, report it once)
     nproc = local_world if kind == "env" else _int(env, "NPROC_PER_NODE", problems, lo=1)

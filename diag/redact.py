@@ -1,4 +1,4 @@
-"""Secrets never leave the machine in a report.
+"""Secrets never leave the machine: not in a report, not in an error message or a log line.
 
 Every output format is rendered from a plain dict that first goes through :func:`redact_doc`:
 - values under keys that look like credential names (TOKEN, SECRET, PASSWORD, KEY, ...);
@@ -7,6 +7,8 @@ Every output format is rendered from a plain dict that first goes through :func:
   tokens, bearer tokens, JWTs, private-key blocks, ``user:password@`` in URLs);
 - and any literal value of a credential-named variable of the current environment,
   wherever it appears (a token pasted into an unrelated argument).
+
+:class:`RedactingStream` applies the same redactor to stdout and stderr (the CLI wraps both).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # -----BEGIN ... PRIVATE KEY----- blocks
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)"), MASK),
     # user:password@host in URLs
-    (re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^@\s/]+(?P<post>@)"), r"\g<pre>" + MASK + r"\g<post>"),
+    # (also "scheme:/" with one slash: a URL that went through a path normalisation)
+    (re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*:/{1,3}[^/\s:@]+:)[^@\s/]+(?P<post>@)"), r"\g<pre>" + MASK + r"\g<post>"),
     # Authorization: Bearer xxx / Basic xxx
     (re.compile(r"(?P<pre>\b(?:Bearer|Basic|Token)\s+)[A-Za-z0-9._~+/=-]{8,}", re.I), r"\g<pre>" + MASK),
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MASK),
@@ -40,7 +43,29 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), MASK),
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), MASK),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"), MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), MASK),
+    (re.compile(r"\bxox[a-z]-[A-Za-z0-9-]{10,}\b"), MASK),  # Slack bot/user/app/refresh tokens
+    (re.compile(r"\bxapp-[A-Za-z0-9-]{10,}\b"), MASK),
+    # Slack / Discord / Teams-style webhook URLs: the path after the host is the credential
+    (re.compile(r"(?P<pre>https?://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"),
+     r"\g<pre>" + MASK),
+    (re.compile(r"(?P<pre>https?://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_-]+"),
+     r"\g<pre>" + MASK),
+    (re.compile(r"\bnvapi-[A-Za-z0-9_-]{20,}"), MASK),  # NVIDIA NGC / build.nvidia.com
+    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), MASK),  # Stripe
+    (re.compile(r"\bnpm_[A-Za-z0-9]{30,}\b"), MASK),
+    (re.compile(r"\bpypi-[A-Za-z0-9_-]{50,}"), MASK),
+    (re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"), MASK),  # Google OAuth access token
+    # signed URLs: Azure SAS sig=, AWS / GCS presigned signatures and credentials
+    (re.compile(r"(?P<pre>[?&](?:sig|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|"
+                r"X-Goog-Credential)=)[^&\s\"'<>]+", re.I), r"\g<pre>" + MASK),
+    # HTTP headers carrying a credential: X-Api-Key: v, Api-Key: v, Private-Token: v, X-Auth-Token: v
+    (re.compile(r"(?P<pre>\b(?:X-)?(?:Api-Key|Auth-Token|Access-Token|Private-Token|Goog-Api-Key|Vault-Token)"
+                r"\s*[:=]\s*)(?P<q>['\"]?)[^\s'\",;]+(?P=q)", re.I), r"\g<pre>" + MASK),
+    # wandb login <key>, huggingface-cli login --token <t>, docker login -p <p>, curl -u user:password
+    (re.compile(r"(?P<pre>\bwandb\s+login\s+(?:--?[a-z-]+(?:[= ]\S+)?\s+)*)(?!-)\S+", re.I), r"\g<pre>" + MASK),
+    (re.compile(r"(?P<pre>\b(?:docker|podman|helm|oras|nerdctl)\s+(?:\S+\s+)*?login\b[^\n]*?\s-p\s*)\S+"),
+     r"\g<pre>" + MASK),
+    (re.compile(r"(?P<pre>\bcurl\b[^\n]*?\s(?:-u|--user)\s*[^\s:]+:)\S+"), r"\g<pre>" + MASK),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"), MASK),
     (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), MASK),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), MASK),
@@ -56,7 +81,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     ),
     # --password VALUE / --token=VALUE / --api-key VALUE
     (
-        re.compile(r"(?P<pre>--?(?:[a-z0-9]+[-_])*(?:password|passwd|token|secret|api[-_]?key|access[-_]?key)(?:[ =]))[^\s]+", re.I),
+        re.compile(r"(?P<pre>--?(?:[a-z0-9]+[-_])*(?:password|passwd|passphrase|token|secret|api[-_]?key|access[-_]?key|"
+                   r"auth[-_]?key|private[-_]?key|credentials?)(?:\s+|=))(?!-)[^\s]+", re.I),
         r"\g<pre>" + MASK,
     ),
 ]
@@ -92,6 +118,43 @@ def redact_text(text: str, literals: Iterable[str] = ()) -> str:
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+class RedactingStream:
+    """A text stream (stdout, stderr) that redacts what goes through it, line by line, with the
+    redactor of the reports: error messages and log lines carry no secret either. A partial
+    line waits for its end (or a flush), so a secret split across writes is still caught."""
+
+    MAX_PENDING = 1 << 16
+
+    def __init__(self, stream: Any, env: Mapping[str, str] | None = None) -> None:
+        self._stream = stream
+        self._literals = secret_values(env)
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        cut = self._pending.rfind("\n") + 1
+        if cut == 0 and len(self._pending) < self.MAX_PENDING:
+            return len(text)
+        if cut == 0:
+            cut = len(self._pending)
+        out, self._pending = self._pending[:cut], self._pending[cut:]
+        self._stream.write(redact_text(out, self._literals))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self._pending:
+            out, self._pending = self._pending, ""
+            self._stream.write(redact_text(out, self._literals))
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, buffer ...
+        return getattr(self._stream, name)
 
 
 def redact_doc(doc: Any, env: Mapping[str, str] | None = None) -> Any:

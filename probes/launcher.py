@@ -53,6 +53,8 @@ class LauncherProbe(BaseProbe):
         info = ctx.launcher
         data = {"launcher": info.kind, "nnodes": info.nnodes, "node_rank": info.node_rank,
                 "nproc_per_node": info.nproc_per_node, "world_size": info.world_size}
+        if info.kind == "none" and info.problems:
+            return [self.check_variables(ctx, data)]
         if info.kind == "none":
             return [self.ok(ctx, "variables", "not launched as part of a job (no launcher variables): single-node run",
                             data=data)]
@@ -66,7 +68,8 @@ class LauncherProbe(BaseProbe):
         info = ctx.launcher
         if info.problems:
             return self.fail(
-                ctx, "variables", f"{info.kind} variables are inconsistent: " + "; ".join(info.problems),
+                ctx, "variables", (f"{info.kind} variables are inconsistent: " if info.kind != "none" else
+                                   "launcher variables are malformed: ") + "; ".join(info.problems),
                 evidence=[("problem", p, "consistent launcher variables", "") for p in info.problems],
                 data=data, runbook="launcher-variables",
                 remediation="Fix the launch script so NODE_RANK < NNODES, WORLD_SIZE = NNODES x NPROC_PER_NODE and "

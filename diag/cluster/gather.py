@@ -96,6 +96,28 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))[:64]
 
 
+def _malformed(doc: dict) -> str | None:
+    """Why a JSON object cannot be a node report (a hand-edited or foreign file), or None."""
+    from llmdiag.result import NodeReport
+
+    if not isinstance(doc.get("node"), str):
+        return "node is not a string"
+    rank = doc.get("node_rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+        return "node_rank is not an integer"
+    if not isinstance(doc.get("results"), list) or not all(isinstance(r, dict) for r in doc["results"]):
+        return "results is not a list of objects"
+    meta = doc.get("meta")
+    if meta is not None and (not isinstance(meta, dict) or not isinstance(meta.get("world") or {}, dict)):
+        return "meta is not an object"
+    try:
+        int((meta or {}).get("world", {}).get("nnodes") or 0)
+        NodeReport.from_dict(doc)
+    except Exception as exc:  # noqa: BLE001 - untrusted input: any failure means "not a report"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def read_node_files(directory: str | os.PathLike[str]) -> tuple[list[dict], list[str]]:
     """(node report docs, problems) from ``DIR/*.json``; unreadable files are problems, not errors."""
     docs, problems = [], []
@@ -107,6 +129,10 @@ def read_node_files(directory: str | os.PathLike[str]) -> tuple[list[dict], list
             continue
         if not isinstance(doc, dict) or "results" not in doc or "node" not in doc:
             problems.append(f"{p.name}: not an llmdiag node report")
+            continue
+        why = _malformed(doc)
+        if why:
+            problems.append(f"{p.name}: not an llmdiag node report ({why})")
             continue
         docs.append(doc)
     return docs, problems

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from llmdiag.cluster.hostfile import HostEntry
+from llmdiag.util.procs import die_with_parent
 
 SSH_FAILED = 255  # ssh's own exit status for "could not connect / authenticate"
 
@@ -73,7 +74,7 @@ def fan_out(entries: Sequence[HostEntry], remote_for_rank, *, connect_timeout: i
         try:
             launch.proc = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, text=True, errors="replace",
-                                           start_new_session=True)
+                                           start_new_session=True, preexec_fn=die_with_parent())
         except OSError as exc:
             launch.error = f"cannot run ssh: {exc}"
             return

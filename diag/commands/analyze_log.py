@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
@@ -43,8 +43,12 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     from llmdiag.logs import config as logcfg
 
     env = dict(os.environ)
+    from llmdiag.logs.readers import ReadStats, resolve
+
+    inputs = [p for p in resolve(paths, ReadStats()) if p != "-"]
+    guard_outputs([("-o", output), ("--csv", csv_path), ("--parquet", parquet_path), ("--plot", plot_path)],
+                  [("log", p) for p in inputs], config_path=config_path, env=env)
     settings = logcfg.from_config(Config.load(config_path, env))
-    inputs = [p for p in paths if p != "-"]
     if follow:
         from llmdiag.logs.follow import follow_file
 
@@ -55,7 +59,20 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         return
     from llmdiag.logs.engine import analyze
 
+    from llmdiag.logs.compressed import input_findings, looks_binary
+    from llmdiag.logs.readers import open_binary
+
+    binary = {p: share for p in inputs for bad, share in [looks_binary(p, open_binary)] if bad}
+    if binary and len(binary) == len(inputs) and "-" not in paths:
+        p, share = next(iter(binary.items()))
+        raise UsageError(f"{p} is not a text log: {share:.0%} of its first bytes are not text"
+                         + (f" (nor are the other {len(binary) - 1} inputs)" if len(binary) > 1 else ""))
+    if binary:  # never read further (/dev/zero has no end): a finding says why they were left out
+        import glob
+
+        paths = [glob.escape(p) for p in inputs if p not in binary] + (["-"] if "-" in paths else [])
     doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
+    input_findings(doc, binary)
     try:
         _check_and_export(doc, analyzer.table, inputs, csv_path, parquet_path, plot_path)
     finally:

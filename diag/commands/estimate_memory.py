@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options, pass_env
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options, pass_env
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -131,6 +131,10 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     from llmdiag.memory import checks, job
     from llmdiag.memory.plan import parse_size
 
+    guard_outputs([("-o", output)], [("--hf-config", kw["hf_config"]), ("--deepspeed-config", kw["deepspeed_config"]),
+                                     ("--megatron-yaml", kw["megatron_yaml"]),
+                                     ("--torchtitan-toml", kw["torchtitan_toml"]), ("--model", kw["model"])],
+                  config_path=config_path, env=env)
     cfg = Config.load(config_path, env)
     section = cfg.section("job")
     warnings: list[str] = []
@@ -155,7 +159,8 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
         kw["base_quant"] = "nf4"
         kw["lora_rank"] = kw["lora_rank"] or 8
     search_all, min_gpus = kw.pop("always_search"), kw.pop("min_gpus")
-    m = job.resolve_model(model_name, kw.pop("hf_config"), dims, warnings)
+    hf = kw.pop("hf_config")
+    m = job.resolve_model(model_name, hf, dims, warnings)
     ds, mg, gpu = kw.pop("deepspeed_config"), kw.pop("megatron_yaml"), kw.pop("gpu_memory")
     p = job.resolve_plan(section, ds, mg, kw, torchtitan=titan, warnings=warnings)
     source = "--gpu-memory" if gpu else None
@@ -165,7 +170,7 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
         gpu, source = job.gpu_memory_from_nvml()
     doc = job.build_doc(m, p, params=None if m else params, gpu_memory=gpu, gpu_memory_source=source,
                         warnings=warnings, largest_layer=largest, search_gpus=min_gpus, always_search=search_all)
-    protect = [x for x in (ds, mg, titan, config_path) if x]
+    protect = [x for x in (ds, mg, titan, config_path, hf) if x]
     emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
     for w in doc["warnings"]:
         print(f"warning: {w}", file=sys.stderr)

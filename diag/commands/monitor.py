@@ -1,32 +1,21 @@
 """``llmdiag monitor``: sample GPUs and the host while a job runs; timeline, metrics, alerts.
 
 Exit codes: 0 no critical alert (warnings allowed unless ``--strict``), 1 a critical alert
-fired, 2 bad flags or config, 130 interrupted (Ctrl-C; the timeline and report are still
-written). SIGTERM, which Slurm and systemd send at the end of a job, ends monitoring normally.
+fired, 2 bad flags or config, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (the
+timeline and report are still written, as for every other end).
 """
 
 from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
 def _describe(alert) -> str:
     return (f"ALERT [{alert['severity']}] {alert['rule']} {alert['device']}: {alert['message']} "
             f"(llmdiag runbook {alert['runbook']})")
-
-
-def _check_path(option: str, path: str, protect) -> None:
-    """check_output_path, with the message naming the option it is about."""
-    from llmdiag.errors import UsageError
-    from llmdiag.outputs import check_output_path
-
-    try:
-        check_output_path(path, protect)
-    except UsageError as exc:
-        raise UsageError(str(exc).replace("-o ", f"{option} ", 1)) from None
 
 
 def _watch(pid: int):
@@ -95,9 +84,10 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     from llmdiag.monitor.gpus import GpuSampler
     from llmdiag.monitor.host import HostSampler
     from llmdiag.monitor.loop import MIN_STALL_S, Monitor, Sinks
-    from llmdiag.outputs import check_output_path
 
     env = dict(os.environ)
+    guard_outputs([("-o", output), ("--timeline", timeline_path), ("--prometheus-file", prom_path)],
+                  [("--replay-nvml", replay_nvml)], config_path=config_path, env=env)
     config = Config.load(config_path, env).with_overrides({
         ("monitor", "interval_s"): interval_s,
         ("monitor", "on_alert"): on_alert,
@@ -105,11 +95,6 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     settings = config.section("monitor")
     rules = rules_from_config(config)
     protect = [config_path] if config_path else []
-    if output not in (None, "-"):
-        check_output_path(output, protect)
-    for option, path in (("--timeline", timeline_path), ("--prometheus-file", prom_path)):
-        if path:
-            _check_path(option, path, protect)
     alive = _watch(pid) if pid is not None else None
 
     ctx = Context.create(config=config, env=env)
@@ -161,7 +146,9 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         got.append(signum)
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    from llmdiag.util.procs import HANDLED
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, *HANDLED)}
     try:
         mon = Monitor(node=ctx.node, interval_s=interval, rules=rules, gpus=gpus, host=HostSampler(), sinks=sinks,
                       notify=notify, env=env, stop=stop)
@@ -172,9 +159,10 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     if timeline_path:
         doc["timeline"] = {"path": timeline_path, "rows": sinks.timeline.rows_written}
     emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
-    if signal.SIGINT in got:
-        click.echo("interrupted", err=True)
-        raise SystemExit(ExitCode.INTERRUPTED)
+    if got:  # the timeline and report are written; the exit code says it was stopped
+        click.echo("interrupted" if got[0] == signal.SIGINT else f"llmdiag monitor: stopped by "
+                   f"{signal.Signals(got[0]).name}", err=True)
+        raise SystemExit(128 + got[0])
     if doc["status"] == "fail" or (strict and doc["status"] == "warn"):
         raise SystemExit(ExitCode.CHECKS_FAILED)
 

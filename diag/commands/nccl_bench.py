@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 from llmdiag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
 
@@ -79,9 +79,9 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     from llmdiag.launcher import parse_launcher
     from llmdiag.ncclbench import launch, verdict
     from llmdiag.ncclbench.config import build_spec
-    from llmdiag.outputs import check_output_path
 
     env = dict(os.environ)
+    guard_outputs([("--output", output), ("--csv", csv_path)], config_path=config_path, env=env)
     config = Config.load(config_path, env).with_overrides({
         ("nccl_bench", "min_bytes"): min_bytes,
         ("nccl_bench", "max_bytes"): max_bytes,
@@ -98,16 +98,19 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     })
     settings = config.section("nccl_bench")
     spec = build_spec(settings, pairwise=pairwise, inject_corruption=_corruption(inject_corruption))
-    if csv_path:
-        check_output_path(csv_path, [config_path] if config_path else [])
     info = parse_launcher(env)
+    from llmdiag.ncclbench.memcheck import check_fits
+
+    gpus = launch.cuda_device_count()
+    backend_used = launch.resolve_backend(spec.backend, gpus)
     if info.distributed:
+        check_fits(spec, info.world_size or 1, info.local_world_size or 1, backend_used, info.local_rank)
         result = launch.run_under_launcher(spec, info, env)
         rank = info.rank
     else:
-        gpus = launch.cuda_device_count()
-        use_gpus = launch.resolve_backend(spec.backend, gpus) == "nccl"
-        result = launch.spawn_local(spec, nproc or (gpus if use_gpus else settings["nproc"]), env=env)
+        n = nproc or (gpus if backend_used == "nccl" else settings["nproc"])
+        check_fits(spec, n, n, backend_used)
+        result = launch.spawn_local(spec, n, env=env)
         rank = 0
     doc = verdict.build_doc(result, settings)
     if rank == 0:
@@ -135,7 +138,7 @@ def csv_rows(doc) -> tuple[list[str], list[dict]]:
 
 
 def write_csv(doc, path: str) -> None:
-    from llmdiag.util.files import write_atomic
+    from llmdiag.util.files import write_output
 
     import csv
     import io
@@ -145,4 +148,4 @@ def write_csv(doc, path: str) -> None:
     out = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
     out.writeheader()
     out.writerows(rows)
-    write_atomic(path, buf.getvalue())
+    write_output(path, buf.getvalue(), "--csv")

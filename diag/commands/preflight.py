@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.errors import UsageError
 from llmdiag.exitcodes import ExitCode
 
@@ -41,7 +41,13 @@ def select_probes(probes, only, skip):
             raise UsageError(f"unknown probe {n!r} (available: {', '.join(sorted(names))})")
     if only:
         probes = [p for p in probes if p.name in only]
-    return [p for p in probes if p.name not in skip]
+    chosen = [p for p in probes if p.name not in skip]
+    if not chosen:
+        from llmdiag.errors import UsageError
+
+        raise UsageError(f"no probe left to run (--probe {' '.join(only) or 'all'}, --skip {' '.join(skip)}): "
+                         "nothing would be checked")
+    return chosen
 
 
 def _path_items(paths, shared_paths):
@@ -134,6 +140,8 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     from llmdiag.runner import run_probes
 
     env = dict(os.environ)
+    guard_outputs([("-o", output)], [("--hostfile", hostfile), ("--ssh-config", ssh_config)],
+                  config_path=config_path, env=env)
     config = Config.load(config_path, env)
     overrides = {
         ("cluster", "gpus_per_node"): gpus_per_node,

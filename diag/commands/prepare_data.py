@@ -29,6 +29,9 @@ def prepare_data(source: str, output: str, force: bool, quiet: bool) -> None:
         raise UsageError(str(exc)) from None
     if not inputs:
         raise UsageError(f"{source}: no text files ({', '.join(prepare.TEXT_SUFFIXES)}) found")
+    from llmdiag.outputs import check_outputs
+
+    check_outputs([("OUTPUT", output)], [("SOURCE", str(p)) for p in inputs])  # llmdiag's output rules
     out = Path(output)
     if out.exists() and not force:
         raise UsageError(f"{out} exists; pass --force to replace it")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
@@ -44,6 +44,8 @@ def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
     if not Path(directory).is_dir():
         raise UsageError(f"{directory} is not a directory")
     env = dict(os.environ)
+    guard_outputs([("-o", output)], [("node report", str(p)) for p in Path(directory).glob("*.json")],
+                  config_path=config_path, env=env)
     config = Config.load(config_path, env)
     docs, problems = read_node_files(directory)
     if not docs:

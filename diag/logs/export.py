@@ -8,10 +8,10 @@ COLUMNS = ["step", "iter", "rank", "loss", "lr", "grad_norm", "loss_scale", "ste
            "samples_per_s", "tflops", "mfu_pct", "memory_gib", "epoch", "ts", "file", "line"]
 
 
-def _target(path: str, protect) -> str:
+def _target(path: str, protect, option: str) -> str:
     from llmdiag.outputs import check_output_path
 
-    return str(check_output_path(path, protect))
+    return str(check_output_path(path, protect, option))
 
 
 def _columns(batch: dict, files: list[str]) -> dict:
@@ -65,18 +65,29 @@ def _arrow_table(cols: dict):
 
 def export_table(store, *, csv_path: str | None = None, parquet_path: str | None = None, protect=()) -> None:
     """Stream every step record from the spilled table (``StepStore(spill=True)``) to CSV / Parquet."""
-    import csv
-    import itertools
+    import contextlib
 
-    csv_target = _target(csv_path, protect) if csv_path else None
-    pq_target = _target(parquet_path, protect) if parquet_path else None
-    writer = None
+    from llmdiag.util.files import open_output
+
+    csv_target = _target(csv_path, protect, "--csv") if csv_path else None
+    pq_target = _target(parquet_path, protect, "--parquet") if parquet_path else None
+    pq = None
     if pq_target:
         try:
             import pyarrow.parquet as pq
         except ImportError as exc:
             raise UsageError(f"--parquet needs pyarrow (pip install 'llmdiag[parquet]'): {exc}") from exc
-    fh = open(csv_target, "w", newline="", encoding="utf-8") if csv_target else None  # noqa: SIM115
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(open_output(csv_target, "--csv", newline="")) if csv_target else None
+        pq_fh = stack.enter_context(open_output(pq_target, "--parquet", binary=True)) if pq_target else None
+        _export(store, fh, pq_fh, pq)
+
+
+def _export(store, fh, pq_fh, pq) -> None:
+    import csv
+    import itertools
+
+    writer = None
     try:
         out = csv.writer(fh) if fh is not None else None
         if out is not None:
@@ -91,14 +102,12 @@ def export_table(store, *, csv_path: str | None = None, parquet_path: str | None
             cols = _columns(batch, store.files)
             if out is not None:
                 out.writerows(_csv_rows(cols))
-            if pq_target:
+            if pq_fh is not None:
                 table = _arrow_table(cols)
                 if writer is None:
-                    writer = pq.ParquetWriter(pq_target, table.schema)
+                    writer = pq.ParquetWriter(pq_fh, table.schema)
                 writer.write_table(table)
     finally:
-        if fh is not None:
-            fh.close()
         if writer is not None:
             writer.close()
 
@@ -114,7 +123,7 @@ def plot_curves(doc: dict, path: str, protect=(), sample: dict | None = None) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    target = _target(path, protect)
+    target = _target(path, protect, "--plot")
     if sample is not None:
         x, loss, gn = sample["x"], sample["loss"], sample["grad_norm"]
     else:
@@ -137,5 +146,17 @@ def plot_curves(doc: dict, path: str, protect=(), sample: dict | None = None) ->
                          va="top")
     ax1.set_title("llmdiag analyze-log")
     fig.tight_layout()
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
+    from llmdiag.util.files import open_output
+
+    import os
+
+    fmt = os.path.splitext(target)[1].lstrip(".").lower() or "png"
+    if fmt not in fig.canvas.get_supported_filetypes():
+        plt.close(fig)
+        raise UsageError(f"--plot {path!r}: matplotlib cannot write .{fmt} files "
+                         f"(use one of: {', '.join(sorted(fig.canvas.get_supported_filetypes()))})")
+    try:
+        with open_output(target, "--plot", binary=True) as fh:
+            fig.savefig(fh, dpi=100, format=fmt)
+    finally:
+        plt.close(fig)

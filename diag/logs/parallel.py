@@ -37,7 +37,9 @@ def worth_splitting(path: str) -> bool:
         if os.path.getsize(path) < MIN_BYTES:
             return False
         with open(path, "rb") as fh:
-            return fh.read(2) != b"\x1f\x8b"
+            from llmdiag.logs.compressed import sniff
+
+            return sniff(fh.read(6)) is None  # a compressed stream is read in one piece
     except OSError:
         return False
 
@@ -80,7 +82,9 @@ def scan_parallel(path: str, analyzer, stats: ReadStats, workers: int | None = N
     stats.files.append(path)
     spill_dir = tempfile.mkdtemp(prefix="llmdiag-ranges-")
     offset = 0
-    pool = mp.get_context("fork").Pool(n)
+    from llmdiag.util.procs import child_defaults
+
+    pool = mp.get_context("fork").Pool(n, initializer=child_defaults)
     try:
         tasks = [(path, bounds[i], bounds[i + 1], chunk, spill_dir) for i in range(k)]
         for an, st, raw_path in pool.imap(_work, tasks):

@@ -28,7 +28,7 @@ BLOCK_TRIGGERS = (b"ChildFailedError", b"Root Cause", b"WorkNCCL(")
 FIRST_CHUNK = 64 << 10
 #: Longest line handed to the parsers; longer ones are cut (and counted).
 MAX_LINE = 64 << 10
-_LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl", ".json", ".stdout", ".stderr")
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".bz2", ".xz", ".zst", ".jsonl", ".json", ".stdout", ".stderr")
 
 
 @dataclasses.dataclass
@@ -72,10 +72,16 @@ def resolve(paths: Iterable[str], stats: ReadStats) -> list[str]:
 def open_binary(path: str) -> io.BufferedIOBase:
     if path == "-":
         return sys.stdin.buffer
+    from llmdiag.logs.compressed import open_compressed, sniff
+
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
-    if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=fh)  # type: ignore[return-value]
+    fmt = sniff(fh.peek(6)[:6] if hasattr(fh, "peek") else b"")
+    if fmt:  # gzip, bzip2, xz, zstd: read to the last recoverable byte (logs/compressed.py)
+        try:
+            return open_compressed(fh, fmt)  # type: ignore[return-value]
+        except OSError:
+            fh.close()
+            raise
     return fh
 
 
@@ -93,6 +99,7 @@ def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK, start: int = 0,
         stats.problem(path, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
         return
     rest = b""
+    long_len, head = 0, b""  # an enormous line being skipped: its length so far, its first MAX_LINE bytes
     # the first read is small: the analyzer learns a file's progress-line template from its
     # first progress line, and every later chunk can then take those lines in bulk
     size = min(chunk, FIRST_CHUNK)
@@ -124,12 +131,22 @@ def iter_chunks(path: str, stats: ReadStats, chunk: int = CHUNK, start: int = 0,
             if cut == 0 and len(rest) + len(data) < 4 * chunk:
                 rest += data
                 continue
-            if cut == 0:  # one enormous line: hand it over in pieces rather than grow without bound
-                cut = len(data)
+            if cut == 0:  # one enormous line: keep its head for the parsers, count (and drop) the rest
+                head = head if long_len else bytes((rest + data)[:MAX_LINE])
+                long_len += len(rest) + len(data)
+                rest = b""
+                continue
+            if long_len:  # ... until it ends in this read: reported with its true length
+                nl = data.find(b"\n")
+                stats.problem(path, "long-line", f"line of {long_len + len(rest) + nl} bytes cut to {MAX_LINE}")
+                rest, data, cut, long_len = head, data[nl:], cut - nl, 0
             # one copy per chunk: the carried-over partial line and this read up to its last newline
             out = rest + data if cut == len(data) else b"".join((rest, memoryview(data)[:cut]))
             rest = data[cut:]
             yield out
+        if long_len:
+            stats.problem(path, "long-line", f"line of {long_len + len(rest)} bytes cut to {MAX_LINE}")
+            rest = head
         if rest:
             yield rest
     finally:

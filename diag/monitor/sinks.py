@@ -68,7 +68,11 @@ class Timeline:
         self._fh = None
         self.rows_written = 0
         if not self.parquet:
-            self._fh = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - held open while sampling
+            from llmdiag.util.files import open_output
+
+            # written in place, row by row: readable after a SIGKILL (outputs' rules otherwise)
+            self._out = open_output(self.path, "--timeline", atomic=False, newline="")
+            self._fh = self._out.__enter__()
             self._csv = csv.DictWriter(self._fh, fieldnames=COLUMNS)
             self._csv.writeheader()
             self._fh.flush()
@@ -84,45 +88,35 @@ class Timeline:
             self._write_parquet()
 
     def _write_parquet(self) -> None:
-        import os
-        import tempfile
-
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
+        from llmdiag.util.files import open_output
+
         table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in self._rows]) if self._rows else \
             pa.table({c: pa.array([], type=pa.null()) for c in COLUMNS})
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent or ".")
-        os.close(fd)
-        try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with open_output(self.path, "--timeline", binary=True) as fh:
+            pq.write_table(table, fh)
         self._last_flush = self._clock()
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
             self._fh = None
+            self._out.__exit__(None, None, None)
         elif self.parquet:
             self._write_parquet()
 
 
 class PrometheusFile:
     def __init__(self, path: str) -> None:
-        p = Path(path)
-        if p.is_dir():
-            raise UsageError(f"--prometheus-file {path!r} is a directory; give a file name (*.prom)")
-        if not p.parent.exists() and str(p.parent) not in ("", "."):
-            raise UsageError(f"--prometheus-file {path!r}: directory {str(p.parent)!r} does not exist")
-        self.path = p
+        from llmdiag.outputs import check_output_path
+
+        self.path = check_output_path(path, option="--prometheus-file")
 
     def write(self, text: str) -> None:
-        from llmdiag.util.files import write_atomic
+        from llmdiag.util.files import write_output
 
-        write_atomic(self.path, text)
+        write_output(self.path, text, "--prometheus-file")
 
 
 class MetricsServer:

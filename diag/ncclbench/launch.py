@@ -162,7 +162,10 @@ def spawn_local(spec: BenchSpec, nproc: int, *, env: Mapping[str, str]) -> dict[
         tmpdir = Path(tmp)
         spec_file = tmpdir / "spec.json"
         spec_file.write_text(json.dumps(spec.to_dict()))
+        from llmdiag.util.procs import ChildGroup
+
         procs = []
+        group = ChildGroup()  # one process group, dies with this process, stopped and reaped as one
         for r in range(nproc):
             wenv = dict(env)
             wenv.update(RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
@@ -174,14 +177,12 @@ def spawn_local(spec: BenchSpec, nproc: int, *, env: Mapping[str, str]) -> dict[
             err = open(tmpdir / f"rank{r}.err", "w")  # noqa: SIM115 - closed below
             argv = [sys.executable, "-m", "llmdiag.ncclbench.launch", str(spec_file), str(tmpdir / f"rank{r}.json"),
                     backend]
-            procs.append((subprocess.Popen(argv, env=wenv, stdin=subprocess.DEVNULL, stdout=err, stderr=err), err))
+            procs.append((group.popen(argv, env=wenv, stdin=subprocess.DEVNULL, stdout=err, stderr=err), err))
         try:
             _wait_all(procs, spec.timeout_s + 30, tmpdir)
         finally:
-            for p, err in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            group.stop()
+            for _, err in procs:
                 err.close()
         return json.loads((tmpdir / "rank0.json").read_text())
 

@@ -14,7 +14,6 @@ import datetime
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -61,13 +60,16 @@ def _failure_block(rank: int, code: int, pid: int, when: float, nproc: int) -> s
 
 def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
     """One generation of workers; 0 when all succeed, else the first failure's exit code."""
+    from llmdiag.util.procs import ChildGroup
+
     port = free_port()
     procs = []
+    group = ChildGroup()  # one process group, dies with this process, stopped and reaped as one
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    **{WORKER_ENV: "1"})
-        procs.append(subprocess.Popen([sys.executable, "-m", "llmdiag.trainer", *argv], env=env))
+        procs.append(group.popen([sys.executable, "-m", "llmdiag.trainer", *argv], env=env))
     first = None
     try:
         while any(p.poll() is None for p in procs):
@@ -88,10 +90,7 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
                         p.kill()
             time.sleep(0.05)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        group.stop()
     if first is None:
         bad = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
         if not bad:
@@ -112,6 +111,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer")
             inject.parse(spec)
     except inject.InjectError as exc:
         parser.error(str(exc))
+    from llmdiag.trainer.validate import check_args
+
+    problem = check_args(args)  # before any worker starts: one line, not a traceback per worker
+    if problem:
+        parser.error(problem)
     if args.heads and args.hidden % args.heads:
         parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
     if args.fsdp and args.device != "cpu":

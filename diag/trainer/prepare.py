@@ -6,7 +6,6 @@ a half-written file under the real name; an existing output is never replaced wi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -47,36 +46,23 @@ def prepare(
         raise IsADirectoryError(f"{out} is a directory")
     token_bytes = data.dtype_for_vocab(tokenizer.VOCAB_SIZE)
     dtype = data.DTYPES[token_bytes]
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    from llmdiag.util.files import open_output
+
     count = 0
-    try:
-        with tmp.open("wb") as f:
-            f.write(data.pack_header(token_bytes, 0))  # count filled in at the end
-            for i, path in enumerate(inputs):
-                if i:
-                    f.write(np.array([tokenizer.EOT], dtype=dtype).tobytes())
-                    count += 1
-                with path.open("rb") as src:
-                    while chunk := src.read(CHUNK):
-                        ids = np.frombuffer(tokenizer.encode_bytes(chunk), dtype=np.uint8).astype(dtype)
-                        f.write(ids.tobytes())
-                        count += len(ids)
-                        if progress:
-                            progress(len(chunk))
-            f.seek(0)
-            f.write(data.pack_header(token_bytes, count))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-        _fsync_dir(out.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # the rules of every llmdiag output: atomic, mode and owner kept, links written through
+    with open_output(out, "OUTPUT", binary=True) as f:
+        f.write(data.pack_header(token_bytes, 0))  # count filled in at the end
+        for i, path in enumerate(inputs):
+            if i:
+                f.write(np.array([tokenizer.EOT], dtype=dtype).tobytes())
+                count += 1
+            with path.open("rb") as src:
+                while chunk := src.read(CHUNK):
+                    ids = np.frombuffer(tokenizer.encode_bytes(chunk), dtype=np.uint8).astype(dtype)
+                    f.write(ids.tobytes())
+                    count += len(ids)
+                    if progress:
+                        progress(len(chunk))
+        f.seek(0)
+        f.write(data.pack_header(token_bytes, count))
     return data.read_header(out)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -34,11 +34,16 @@ class RankLog:
     """Lines prefixed ``[rankN]: `` to stdout and, appended with one write each, to a shared file."""
 
     def __init__(self, rank: int, path: str | None):
+        from llmdiag.redact import secret_values
+
         self.prefix = f"[rank{rank}]: "
+        self._secrets = secret_values(os.environ)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
 
     def __call__(self, text: str) -> None:
-        block = "".join(self.prefix + line + "\n" for line in text.rstrip("\n").split("\n"))
+        from llmdiag.redact import redact_text
+
+        block = redact_text("".join(self.prefix + line + "\n" for line in text.rstrip("\n").split("\n")), self._secrets)
         sys.stdout.write(block)
         sys.stdout.flush()
         if self.fd is not None:
@@ -236,8 +241,10 @@ def run_worker(args) -> int:
         dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
         gathered = train(args, log=log)
         if rank == 0 and args.summary_file:
-            with open(args.summary_file, "w") as f:
-                json.dump({"ranks": gathered, "args": vars(args)}, f, indent=1)
+            from llmdiag.util.files import write_output
+
+            write_output(args.summary_file, json.dumps({"ranks": gathered, "args": vars(args)}, indent=1),
+                         "--summary-file")
         dist.destroy_process_group()
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is logged with the rank prefix

@@ -137,7 +137,7 @@ def test_warning_only_is_exit_0_and_strict_makes_it_1(tmp_path):
     assert run("--config", str(cfg), "--count", "1", "--strict").returncode == 1
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_signals_stop_sampling_and_outputs_are_still_written(tmp_path, sig, code):
     csv, report = tmp_path / "t.csv", tmp_path / "r.json"
     proc = subprocess.Popen(llmdiag_argv("monitor", "--interval", "0.1", "--timeline", str(csv), "-f", "json",
