@@ -24,6 +24,10 @@ from llmdiag.logs.unwrap import join_wrapped, needs_continuation
 
 
 _PREFILTERS: dict = {}
+#: kinds whose lines may carry NCCL's "host:pid:tid [dev]" prefix
+_NCCL_LINE_KINDS = frozenset(("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal_error", "nccl_system_error",
+                              "nccl_unhandled_cuda_error", "nccl_remote_error", "ib_completion_error", "sigbus",
+                              "nccl_invalid_argument", "nccl_invalid_usage"))
 
 
 def prefilter_regex(engine: str = "auto"):
@@ -185,13 +189,14 @@ class LogAnalyzer:
         for kind, facts, m in signatures.match_line(msg):
             rank = pre.rank
             host = pre.host
-            if kind in ("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal_error", "nccl_system_error",
-                        "nccl_unhandled_cuda_error"):
+            if kind in _NCCL_LINE_KINDS:
                 npre = signatures.nccl_prefix(msg)
                 if npre:
                     host = host or npre["host"]
                     facts.setdefault("pid", int(npre["pid"]))
                     facts.setdefault("local_rank", int(npre["dev"]))
+                    if kind == "nccl_rc":
+                        facts["thread"] = f"{npre['host']}:{npre['pid']}:{npre['tid']}"
             body_rank = signatures.find_rank(msg)
             if rank is None:
                 rank = body_rank
@@ -214,7 +219,7 @@ class LogAnalyzer:
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start
-            if kind in ("launcher", "rdzv_context", "dtype"):
+            if kind in ("launcher", "rdzv_context", "dtype", "torch_version"):
                 for k, v in facts.items():
                     if k == "rdzv_backend" and v is None:
                         continue

@@ -11,75 +11,44 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
+from llmdiag.logs import catalogue
 from llmdiag.logs.signatures import Event
 
-ERROR, WARNING = "error", "warning"
-#: kind -> (severity, runbook, probable cause, next step)
-KINDS: dict[str, tuple[str, str, str, str]] = {
-    "nccl_timeout": (ERROR, "nccl-timeout", "a rank stopped joining collectives (straggler, hang, dead link) "
-                     "and the others waited past the timeout", "find the culprit rank below and check its node, "
-                     "GPU and links; rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000"),
-    "nccl_heartbeat_stuck": (ERROR, "nccl-heartbeat-stuck", "the NCCL watchdog thread itself hung (a CUDA/NCCL "
-                             "call blocked)", "collect py-spy/gdb stacks of the stuck rank; check GPU health"),
-    "nccl_communicator_aborted": (ERROR, "nccl-communicator-aborted", "the communicator was aborted after an "
-                                  "earlier error on this or another rank", "look for the first error before it"),
-    "nccl_internal_error": (ERROR, "nccl-internal-error", "NCCL hit an internal error (often bootstrap or "
-                            "network plugin trouble)", "rerun with NCCL_DEBUG=INFO and read the first WARN"),
-    "nccl_system_error": (ERROR, "nccl-system-error", "a socket or system call inside NCCL failed (network, "
-                          "interface, firewall)", "check NCCL_SOCKET_IFNAME and connectivity between the nodes"),
-    "nccl_unhandled_cuda_error": (ERROR, "nccl-unhandled-cuda-error", "a CUDA call made by NCCL failed",
-                                  "check the GPU (nvidia-smi, dmesg Xid) and the driver/CUDA versions"),
-    "nccl_warn": (WARNING, "nccl-warn", "NCCL printed warnings", "read the first NCCL WARN line"),
-    "cuda_oom": (ERROR, "cuda-oom", "the GPU ran out of memory", "lower the micro batch / sequence length, "
-                 "enable activation checkpointing, or shard more (llmdiag estimate-memory)"),
-    "cuda_error": (ERROR, "cuda-error", "a CUDA runtime error (kernel fault, driver problem)",
-                   "rerun with CUDA_LAUNCH_BLOCKING=1; check dmesg for Xid"),
-    "ecc_xid": (ERROR, "ecc-xid", "a GPU hardware fault (ECC / Xid)", "drain the node and run the vendor diagnostics"),
-    "rendezvous_address_in_use": (ERROR, "rendezvous-address-in-use", "the store port is taken (another job or "
-                                  "a leftover process)", "pick a free MASTER_PORT or kill the old process"),
-    "rendezvous_timeout": (ERROR, "rendezvous-timeout", "workers could not reach the rendezvous store in time",
-                           "check MASTER_ADDR/port reachability (llmdiag preflight) and that all nodes started"),
-    "gloo_timeout": (ERROR, "nccl-timeout", "a gloo collective timed out waiting for a peer rank (a rank "
-                     "stopped participating, or the network between them is blocked)",
-                     "find the rank that did not reach the collective (its log ends first)"),
-    "child_failed": (ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
-                     "read the root-cause rank's own log (its first error)"),
-    "sigkill": (ERROR, "worker-sigkill", "a worker was killed with SIGKILL (often the host OOM killer)",
-                "check `dmesg | grep -i oom` and host memory use"),
-    "sigabrt": (ERROR, "worker-sigabrt", "a worker aborted (often after an NCCL watchdog error or a C++ "
-                "exception)", "look for the error printed just before the abort"),
-    "segfault": (ERROR, "worker-segfault", "a worker crashed with a segmentation fault",
-                 "get a core dump / faulthandler stack; check extension and library versions"),
-    "slurm_time_limit": (ERROR, "slurm-time-limit", "Slurm cancelled the job at its time limit",
-                         "raise --time or resume from the last checkpoint"),
-    "python_exception": (ERROR, "python-exception", "the training script raised an exception",
-                         "read the exception and the last frames of its traceback"),
-    "nan_loss": (ERROR, "nan-loss", "the loss became NaN/Inf (divergence or fp16 overflow)",
-                 "restart from the last good checkpoint with a lower LR / clipping; inspect the batch"),
-    "nan_grad_norm": (ERROR, "nan-loss", "the gradient norm became NaN/Inf", "enable anomaly detection on the "
-                      "failing steps; check fp16 loss scaling"),
-    "zero_loss": (ERROR, "zero-loss", "the loss is exactly zero (steps skipped or labels masked out)",
-                  "check the labels / loss mask and the skipped-step counters"),
-    "loss_spike": (WARNING, "loss-spike", "the loss jumped well above its recent baseline",
-                   "inspect the data around the spike; consider lower LR or tighter clipping"),
-    "grad_norm_explosion": (ERROR, "grad-norm-explosion", "the gradient norm grew by orders of magnitude",
-                            "lower the LR, clip gradients, check for bad batches"),
-    "grad_norm_spike": (WARNING, "grad-norm-explosion", "the gradient norm jumped well above its median",
-                        "watch the loss; inspect the batches at those steps"),
-    "grad_overflow": (WARNING, "grad-overflow", "fp16 gradients overflowed and steps were skipped",
-                      "prefer bf16, or check the loss scaler's settings and the LR"),
-    "throughput_drop": (WARNING, "throughput-drop", "steps became much slower during steady training",
-                        "check for a straggler node, thermal throttling, data loading or checkpoint I/O"),
-    "hang_no_progress": (ERROR, "hang-no-progress", "training output stopped without an error",
-                         "dump the stacks of every rank (py-spy dump); look for the rank that is not in a collective"),
-}
+ERROR, WARNING = catalogue.ERROR, catalogue.WARNING
+#: kind -> (severity, runbook, probable cause, next step): from the catalogue (llmdiag.logs.catalogue)
+KINDS: dict[str, tuple[str, str, str, str]] = catalogue.kinds()
 #: root-cause priority: hardware first, then resources, communication, launcher, symptoms
-PRIORITY = ["ecc_xid", "cuda_oom", "cuda_error", "nccl_unhandled_cuda_error", "nccl_system_error",
-            "nccl_internal_error", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
+PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "dataloader_worker_killed", "cuda_error",
+            "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
+            "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout", "hang_no_progress",
+            "slurm_time_limit", "collective_mismatch", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
+            "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
+#: NCCL's error kinds by return code
+NCCL_RC_KINDS = {v[1]: n for n, v in catalogue.NCCL_RETURN_CODES.items() if v[1]}
+
+
+def _chain_kinds(rcs: list[Event]) -> dict[str, list[Event]]:
+    """NCCL return-code chains (``NCCL INFO file.cc:N -> rc`` lines of one thread, in order): a chain is
+    named by the code it ends in, and a 2 anywhere in it means a system call failed (README vocabulary)."""
+    by_thread: dict = defaultdict(list)
+    for e in sorted(rcs, key=lambda e: (e.file, e.line)):
+        by_thread[(e.file, e.facts.get("thread") or e.host)].append(e)
+    out: dict[str, list[Event]] = defaultdict(list)
+    for evs in by_thread.values():
+        chain: list[Event] = []
+        for i, e in enumerate(evs):
+            chain.append(e)
+            nxt = evs[i + 1] if i + 1 < len(evs) else None
+            if nxt is None or nxt.line - e.line > 20:
+                codes = [c.facts["nccl_return_code"] for c in chain]
+                out[catalogue.NCCL_RETURN_CODES[codes[-1]][1]].append(chain[-1])
+                if 2 in codes and codes[-1] != 2:
+                    out["nccl_system_error"].append(next(c for c in chain if c.facts["nccl_return_code"] == 2))
+                chain = []
+    return out
 
 
 def _base(kind: str, ev: Event | None = None, **kw) -> dict:
@@ -186,6 +155,55 @@ def _collapse(kind: str, evs: list[Event], message: str | None = None) -> dict:
     return f
 
 
+def _describe(f: dict) -> dict:
+    """The message and cause of a finding from what its lines say (status numbers, signals, pids)."""
+    fa, kind = f["facts"], f["kind"]
+    if kind == "ib_completion_error" and "ib_status" in fa:
+        f["message"] = (f"InfiniBand completion error: status {fa['ib_status']} ({fa.get('ib_status_name')})"
+                        + (f", vendor err {fa['vendor_err']}" if "vendor_err" in fa else "")
+                        + (f" from peer {fa['peer']}" if "peer" in fa else "") + (f" on {fa['host']}" if "host" in fa
+                                                                                else ""))
+        f["cause"] = f"the transport reported: {fa.get('ib_status_meaning')}"
+    elif kind == "host_oom_kill":
+        f["message"] = (f"the kernel OOM killer killed pid {fa.get('killed_pid', '?')} ({fa.get('process', '?')})"
+                        + (f", {fa['anon_rss_kb'] / 2**20:.1f} GiB resident" if isinstance(fa.get("anon_rss_kb"), int)
+                           else ""))
+    elif kind == "dataloader_worker_killed":
+        sig = fa.get("worker_signal")
+        f["message"] = "a DataLoader worker died" + (f" (signal: {sig})" if sig else " unexpectedly")
+        low = (sig or "").lower()
+        if "bus" in low:
+            f["cause"] = "a DataLoader worker died of a bus error: shared memory (/dev/shm) ran out"
+            f["next_step"] = "give the container a larger /dev/shm (--shm-size / --ipc=host) or fewer workers"
+        elif "kill" in low:
+            f["cause"] = "a DataLoader worker was killed (SIGKILL): most often the host OOM killer"
+            f["next_step"] = "lower num_workers / prefetch_factor and the per-worker memory; check dmesg for oom-kill"
+        elif "segmentation" in low:
+            f["cause"] = "a DataLoader worker crashed in native code (a bad sample or a decoding library)"
+            f["next_step"] = "rerun with num_workers=0 to get the traceback of the failing sample"
+    elif kind == "disk_full":
+        f["message"] = fa.get("disk_error", "No space left on device") + (
+            f" (errno {fa['errno']})" if "errno" in fa else "")
+    elif kind == "sigbus":
+        f["message"] = "a process died of SIGBUS (signal 7, bus error)"
+    elif kind == "connection_reset":
+        f["message"] = f"the c10d store connection broke ({fa.get('reset', 'connection reset')})"
+    elif kind == "cuda_error" and "cuda_error_cause" in fa:
+        f["message"] = f"CUDA error: {fa.get('cuda_error')} ({fa.get('cuda_error_name')})"
+        f["cause"] = fa["cuda_error_cause"]
+    elif kind == "ecc_xid" and "xid" in fa:
+        origin = fa.get("xid_origin")
+        f["message"] = f"NVIDIA Xid {fa['xid']}" + (f" ({fa['xid_name']}, {origin})" if origin else "")
+        if origin == "application":
+            f["cause"] = (f"Xid {fa['xid']} ({fa.get('xid_name')}) usually comes from the application's own kernel "
+                          "(an illegal address), not from faulty hardware")
+            f["next_step"] = fa.get("xid_action", KINDS[kind][3])
+        elif origin:
+            f["cause"] = f"Xid {fa['xid']} ({fa.get('xid_name')}): a {origin} fault"
+            f["next_step"] = fa.get("xid_action", KINDS[kind][3])
+    return f
+
+
 def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     by: dict[str, list[Event]] = defaultdict(list)
     for e in events:
@@ -211,11 +229,9 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     rcs = by.pop("nccl_rc", [])
     tests = by.pop("nccl_test_failure", [])
     pids = by.pop("nccl_test_pid", [])
-    if rcs:
-        code = Counter(e.facts["nccl_return_code"] for e in rcs).most_common(1)[0][0]
-        kind = {1: "nccl_unhandled_cuda_error", 2: "nccl_system_error", 3: "nccl_internal_error"}[code]
-        by[kind].extend(e for e in rcs if e.facts["nccl_return_code"] == code)
-    for kind in ("nccl_internal_error", "nccl_system_error", "nccl_unhandled_cuda_error"):
+    for kind, evs in _chain_kinds(rcs).items():
+        by[kind].extend(evs)
+    for kind in NCCL_RC_KINDS:
         evs = sorted(by.pop(kind, []), key=lambda e: (e.file, e.line))
         if not evs:
             continue
@@ -223,8 +239,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         fa = f["facts"]
         if kind == "nccl_unhandled_cuda_error" and any("cuda_failure_code" in e.facts for e in evs):
             fa["cuda_failure_code"] = next(e.facts["cuda_failure_code"] for e in evs if "cuda_failure_code" in e.facts)
-        fa.setdefault("nccl_return_code", {"nccl_internal_error": 3, "nccl_system_error": 2,
-                                           "nccl_unhandled_cuda_error": 1}[kind])
+        fa["nccl_return_code"] = NCCL_RC_KINDS[kind]
+        fa["nccl_return_code_name"] = catalogue.NCCL_RETURN_CODES[NCCL_RC_KINDS[kind]][0]
+        for k in ("thread", "site", "from_rank"):
+            fa.pop(k, None)
+        for e in rcs:
+            if "proxy_retcode" in e.facts:
+                fa.setdefault("proxy_retcode", e.facts["proxy_retcode"])
         for w in warns:
             if "peer" in w.facts:
                 fa.setdefault("peer", w.facts["peer"])
@@ -288,6 +309,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["loss_scale_first"] = att[0]
         if new:
             fa["loss_scale_last"] = new[-1]
+            fa["loss_scale_min"] = min(new)
         fa["hysteresis_message"] = any(e.facts.get("hysteresis") for e in ovs)
         for k in ("attempted_loss_scale", "new_loss_scale", "hysteresis"):
             fa.pop(k, None)
@@ -298,7 +320,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
-            out.append(_collapse(kind, sorted(evs, key=lambda e: e.line)))
+            out.append(_describe(_collapse(kind, sorted(evs, key=lambda e: e.line))))
     for f in out:
         if f["kind"] in ("rendezvous_address_in_use", "rendezvous_timeout"):
             for k in ("rdzv_backend", "launcher_cmd"):
@@ -391,6 +413,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
+    for k in ("torch_version", "dtype"):
+        if k in an.extra:
+            facts.setdefault(k, an.extra[k])
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)

@@ -124,7 +124,7 @@ def test_trainer_contract_line_parses_as_key_value():
      "slurm_time_limit"),
     ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1234) of binary: "
      "/usr/bin/python", "sigkill"),
-    ("[1234567.1] Out of memory: Killed process 4242 (python) total-vm:1000kB", "sigkill"),
+    ("[1234567.1] Out of memory: Killed process 4242 (python) total-vm:1000kB", "host_oom_kill"),
     ("ValueError: the tokenizer has no pad token", "python_exception"),
 ])
 def test_single_line_signatures(tmp_path, line, kind):
