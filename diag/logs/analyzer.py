@@ -107,13 +107,17 @@ class _ChildFailedBlock:
         ranks = sorted({e["rank"] for e in self.entries if "rank" in e})
         if ranks:
             f["failed_ranks"] = ranks
-        if root:
-            for k_src, k_dst in (("rank", "first_failing_rank"), ("host", "host"), ("exitcode", "exitcode"),
-                                 ("pid", "root_cause_pid"), ("local_rank", "local_rank"), ("time", "time")):
-                if k_src in root:
-                    f[k_dst] = root[k_src]
-            code = root.get("exitcode")
-            sig = root.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
+        # without its Root Cause section (an excerpt cut short) the first listed failure still says how
+        # the worker ended; it is not called the root cause
+        src = root or (self.entries[0] if self.entries else None)
+        if src:
+            for k_src, k_dst in (("rank", "first_failing_rank" if root else "failed_rank"), ("host", "host"),
+                                 ("exitcode", "exitcode"), ("pid", "root_cause_pid" if root else "pid"),
+                                 ("local_rank", "local_rank"), ("time", "time")):
+                if k_src in src:
+                    f[k_dst] = src[k_src]
+            code = src.get("exitcode")
+            sig = src.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
             if sig:
                 f["signal"] = sig
         return f
@@ -142,24 +146,65 @@ class LogAnalyzer:
         self._line_text: str | None = None
         self._templates: dict[str, list[bulk.Template]] = {}
         self._learn_more: dict[str, bool] = {}
+        self._learners: dict[str, prefixes.PrefixLearner] = {}
         self._learn_budget: dict[str, int] = {}
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
 
     # -- the reader's consumer ------------------------------------------------------------
+    def prime(self, path: str) -> None:
+        """Learn the file's per-line prefixes from its first lines (all of them, not only candidates)."""
+        if path == "-":
+            return
+        from llmdiag.logs.readers import open_binary
+
+        learner = self._learners.setdefault(path, prefixes.PrefixLearner())
+        try:
+            with open_binary(path) as fh:
+                head = fh.read(PRIME_BYTES)
+        except (OSError, EOFError, ValueError):
+            return
+        for raw in head.split(b"\n")[:-1][:PRIME_LINES]:
+            learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message)
+
+    def normalise(self, file: str, text: str) -> prefixes.Prefix:
+        """A physical line → its prefixes (known shapes, then the ones learned from the file) and message."""
+        pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        learner = self._learners.get(file)
+        if learner is None:
+            learner = self._learners[file] = prefixes.PrefixLearner()
+        msg, cut = learner.strip(pre.message)
+        if cut:
+            again = prefixes.split_prefix(msg)
+            pre = prefixes.Prefix(pre.rank if pre.rank is not None else again.rank, pre.host or again.host,
+                                  pre.ts if pre.ts is not None else again.ts, again.message)
+        if _WIDE_GAP in pre.message:  # a terminal-wrapped line pasted back with its padding
+            pre = pre._replace(message=_PADDING.sub("", pre.message))
+        return pre
+
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        if self._wrap is None and self._block is None and text.count("]:") >= 2:
+            parts = _GLUED.split(text)
+            if len(parts) > 1:  # two ranks' output glued into one line: each part on its own
+                want = 0
+                for part in parts:
+                    want = max(want, self._one(file, lineno, part, glued=True))
+                return want
+        return self._one(file, lineno, text)
+
+    def _one(self, file: str, lineno: int, text: str, glued: bool = False) -> int:
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
-            parts.append(text)
+            parts.append(self.normalise(file, text).message)
             joined = join_wrapped(parts[0], parts[1:])
             if not needs_continuation(joined) or len(parts) > 3:
                 self._wrap = None
                 self._handle(wfile, wline, pre._replace(message=joined))
                 return 0
             return 1
-        pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        pre = self.normalise(file, text)
         if pre.rank is None:
             rank = self._file_rank.get(file, -1)
             if rank == -1:
@@ -173,10 +218,10 @@ class LogAnalyzer:
                 self._close_block()
             else:
                 return 1
-        if "WorkNCCL(" in pre.message and needs_continuation(pre.message):
+        if ("WorkNCCL(" in pre.message or "timeout:" in pre.message) and needs_continuation(pre.message):
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
-        self._line_text = text
+        self._line_text = None if glued else text
         return self._handle(file, lineno, pre)
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
@@ -219,7 +264,7 @@ class LogAnalyzer:
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start
-            if kind in ("launcher", "rdzv_context", "dtype", "torch_version"):
+            if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size"):
                 for k, v in facts.items():
                     if k == "rdzv_backend" and v is None:
                         continue
@@ -447,6 +492,14 @@ def _plain_prefilter():
         _PLAIN = prefilter_regex("re")
     return _PLAIN
 
+
+#: how much of a file's head teaches its per-line prefixes
+PRIME_BYTES = 64 << 10
+PRIME_LINES = 400
+_WIDE_GAP = " " * 24
+_PADDING = re.compile(r"(?<=\S) {24,}(?=\S)")
+#: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
+_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 
 #: progress-line templates per file, learning attempts that may fail per file, and chunks
 #: without a match after which a template (not the last) is dropped

@@ -251,12 +251,6 @@ ENTRIES: tuple[Entry, ...] = (
       "find the rank that did not reach the collective (its log ends first)",
       ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 60000ms for "
        "recv operation to complete",)),
-    E("collective_mismatch", ERROR, "nccl-timeout",
-      "ranks wait in different collectives at the same sequence number: their code paths diverged",
-      ("a rank-dependent branch (only some ranks call a collective, e.g. logging or saving on rank 0)",
-       "ranks with different data lengths leaving a loop at different steps"),
-      "make every rank issue the same collectives in the same order; compare the two sides named in the finding",
-      ()),
     E("nan_loss", ERROR, "nan-loss", "the loss became NaN/Inf",
       ("divergence (learning rate too high)", "fp16 overflow", "a bad batch"),
       "restart from the last good checkpoint with a lower LR / clipping; inspect the batch", (), fatal=False),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from llmdiag.logs import catalogue
+from llmdiag.logs import catalogue, signatures
 from llmdiag.logs.signatures import Event
 
 ERROR, WARNING = catalogue.ERROR, catalogue.WARNING
@@ -22,10 +22,13 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
             "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
             "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_time_limit", "collective_mismatch", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
+            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
             "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
+#: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
+_VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
+                 "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
 #: NCCL's error kinds by return code
 NCCL_RC_KINDS = {v[1]: n for n, v in catalogue.NCCL_RETURN_CODES.items() if v[1]}
 
@@ -63,7 +66,7 @@ def _base(kind: str, ev: Event | None = None, **kw) -> dict:
     return d
 
 
-def _timeouts(evs: list[Event]) -> dict | None:
+def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     works = [e for e in evs if e.kind == "nccl_timeout"]
     status = [e for e in evs if e.kind == "nccl_timeout_status"]
     if not works and not status:
@@ -114,7 +117,23 @@ def _timeouts(evs: list[Event]) -> dict | None:
         low = min(enqueued.values())
         culprits = sorted(r for r, v in enqueued.items() if v == low)
         why = f"rank(s) {culprits} had not yet enqueued collective {work} (last enqueued {low}): they never reached it"
-    elif len(set(seqs.values())) > 1:
+    # the same collective (SeqNum) but a different op or size on some ranks: their code paths diverged
+    at_seq: dict[int, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for r, p in per_rank.items():
+        if isinstance(p.get("seq_num"), int) and "op_type" in p:
+            at_seq[p["seq_num"]][(p["op_type"], p.get("numel_in"))].append(r)
+    split = next(((q, sides) for q, sides in at_seq.items() if len(sides) > 1), None)
+    if split is not None and not culprits:
+        q, sides = split
+        ordered = sorted(sides.items(), key=lambda kv: (len(kv[1]), kv[1]))
+        facts["collective_mismatch"] = [{"op_type": op, "numel_in": n, "ranks": sorted(rs)} for (op, n), rs in
+                                        sorted(sides.items(), key=lambda kv: kv[1])]
+        culprits = sorted(ordered[0][1])
+        desc = "; ".join(f"rank(s) {sorted(rs)} in {op}" + (f" ({n} elements)" if n is not None else "")
+                         for (op, n), rs in sorted(sides.items(), key=lambda kv: kv[1]))
+        why = (f"the ranks wait in different collectives at the same SeqNum {q} ({desc}): their code paths "
+               f"diverged")
+    if not culprits and len(set(seqs.values())) > 1:
         common = Counter(seqs.values()).most_common(1)[0][0]
         odd = sorted(r for r, v in seqs.items() if v != common)
         others = sorted(r for r in seqs if r not in odd)
@@ -123,20 +142,38 @@ def _timeouts(evs: list[Event]) -> dict | None:
         culprits = odd
         why = f"rank(s) {odd} wait in a different collective (SeqNum {[seqs[r] for r in odd]}) than the others " \
               f"({common}): the ranks are out of step"
+    extra = extra or {}
+    world = extra.get("world_size")
+    seen = set(extra.get("ranks_seen", ())) | set(reporting)
     if reporting:
-        world = max(reporting) + 1
-        absent = [r for r in range(world) if r not in reporting]
-        if absent and not culprits:
+        upto = world if isinstance(world, int) else max(reporting) + 1
+        absent = [r for r in range(upto) if r not in reporting]
+        # a rank missing from an excerpt is not a straggler: only when the world size is known and the
+        # log holds lines of every rank does "did not report" mean "was not waiting"
+        covers_all = isinstance(world, int) and seen >= set(range(world))
+        if absent and covers_all and not culprits:
             culprits = absent
-            why = f"rank(s) {absent} never reported the timeout: they were not waiting in the collective"
+            why = f"rank(s) {absent} printed other lines but never reported the timeout: they were not waiting " \
+                  f"in the collective"
+        not_covered = sorted(r for r in absent if r not in seen)
+        if not_covered:
+            facts["ranks_not_in_excerpt"] = not_covered
     if culprits:
         facts["suspect_ranks"] = culprits
+        facts["suspect_reason"] = why
         f["cause"] = why + "; the reporting ranks are likely victims"
         f["next_step"] = f"check rank {culprits[0]}'s node first (its log, GPU, network links)"
+    elif reporting:
+        f["next_step"] = ("no rank stands out in this excerpt: collect the logs of every rank (or Flight Recorder "
+                          "dumps, --fr) to find the one that did not reach the collective")
     f["count"] = len(works) + len(status)
     op = facts.get("op_type", "?")
     f["message"] = (f"NCCL watchdog timeout in {op} (SeqNum {facts.get('seq_num', '?')}, "
                     f"timeout {facts.get('timeout_ms', '?')} ms) reported by {len(reporting) or 1} rank(s)")
+    if culprits:
+        f["message"] += f"; suspect rank(s) {culprits}: {why}"
+    if facts.get("ranks_not_in_excerpt"):
+        f["message"] += f"; rank(s) {facts['ranks_not_in_excerpt']} are not in this excerpt"
     return f
 
 
@@ -209,7 +246,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     for e in events:
         by[e.kind].append(e)
     out: list[dict] = []
-    t = _timeouts(by.pop("nccl_timeout", []) + by.pop("nccl_timeout_status", []))
+    t = _timeouts(by.pop("nccl_timeout", []) + by.pop("nccl_timeout_status", []), extra)
     if t:
         out.append(t)
     warns = by.pop("nccl_warn", [])
@@ -279,6 +316,19 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         for k in ("local_rank", "cuda_failure", "warn_text"):
             f["facts"].pop(k, None)
         fa = f["facts"]
+        others = fa.get("oom_other_processes") or []
+        if len(others) >= 2:
+            gpu = fa.get("oom_gpu_index", "?")
+            f["cause"] = (f"{len(others) + 1} processes hold memory on GPU {gpu}: several ranks were placed on one GPU "
+                          "(a device-selection bug), so none of them has the whole GPU")
+            f["next_step"] = ("call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before any CUDA work, and "
+                              "pass device_ids/to(device) consistently; do not lower the batch size for this")
+        elif others and fa.get("oom_process_in_use_gib") is not None:
+            used = sum(p["gib"] or 0 for p in others)
+            if used > fa["oom_process_in_use_gib"]:
+                f["cause"] = (f"another process uses {used:.2f} GiB of this GPU, more than this process "
+                              f"({fa['oom_process_in_use_gib']:.2f} GiB)")
+                f["next_step"] = "find and stop the other process (nvidia-smi), or give this job its own GPU"
         size = fa.get("oom_tried_to_allocate_gib")
         f["message"] = ("CUDA out of memory" + (f" (tried to allocate {size:.2f} GiB)" if size else "")
                         + (f" on GPU {fa['oom_gpu_index']}" if "oom_gpu_index" in fa else ""))
@@ -289,14 +339,16 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         fa = f["facts"]
         if "first_failing_rank" in fa:
             f["rank"] = fa["first_failing_rank"]
-        f["message"] = (f"torchrun ChildFailedError: root cause rank {fa.get('first_failing_rank', '?')}"
-                        f" exit code {fa.get('exitcode', '?')}" + (f" ({fa['signal']})" if fa.get("signal") else ""))
+        who = (f"root cause rank {fa['first_failing_rank']}" if "first_failing_rank" in fa else
+               f"failed rank(s) {fa['failed_ranks']}" if fa.get("failed_ranks") else "root cause rank ?")
+        f["message"] = (f"torchrun ChildFailedError: {who} exit code {fa.get('exitcode', '?')}"
+                        + (f" ({fa['signal']})" if fa.get("signal") else ""))
         out.append(f)
         code = fa.get("exitcode")
-        sk = {-9: "sigkill", -6: "sigabrt", -11: "segfault"}.get(code)
+        sk = signatures.SIGNAL_KIND.get(-code) if isinstance(code, int) else None
         if sk and not by.get(sk):
             by[sk].append(Event(sk, f["file"], f["line"], f"worker exited with {fa.get('signal')}",
-                                fa.get("first_failing_rank"), fa.get("host"), f["ts"],
+                                fa.get("first_failing_rank", fa.get("failed_rank")), fa.get("host"), f["ts"],
                                 {k: fa[k] for k in ("exitcode", "signal", "root_cause_pid", "host") if k in fa}))
     ovs = by.pop("overflow", [])
     if ovs:
@@ -369,7 +421,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     t = an.table
     rank = t.primary_rank()
     ser = t.series_of(rank)
-    findings = findings_from_events(an.events, an.extra)
+    seen = {e.rank for e in an.events if e.rank is not None} | {r for r in t.ranks() if r is not None}
+    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen})
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if nan is not None:
@@ -402,6 +455,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         f = _base(a["kind"])
         f.update({k: a[k] for k in ("rank", "step", "line", "file", "message", "facts", "ts")})
         findings.append(f)
+    _precision_advice(findings, an.extra.get("dtype"), ser)
     for f in findings:
         f["facts"] = {k: _clean(v) for k, v in f["facts"].items()}
     findings.sort(key=lambda f: (f["ts"] is None, f["ts"] or 0, f["file"] or "", f["line"] or 0))
@@ -409,8 +463,13 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     roots = sorted((f for f in findings), key=lambda f: PRIORITY.index(f["kind"]))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
+    # the rank that failed first: the Root Cause of a torchrun summary, else the first error on a known rank
+    # that is not a victim's report (every rank reports a timeout or an abort; the first to do so is
+    # only the first to report)
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
-        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None), None)
+        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
+              and f["kind"] not in _VICTIM_KINDS), None)
+    timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
     for k in ("torch_version", "dtype"):
@@ -424,10 +483,35 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_fail["rank"] if first_fail else None,
+        "first_reporting_rank": timeout["facts"].get("first_reporting_rank") if timeout else None,
+        "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
+        "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
+        "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],
         "facts": facts, "steps": steps, "steps_total": len(t),
         "read": {"bytes": stats.bytes_read, "lines": stats.lines, "candidate_lines": stats.candidate_lines,
                  "problems": stats.problems, "elapsed_s": round(elapsed_s, 3)},
     }
+
+
+def _precision_advice(findings: list[dict], dtype: str | None, ser) -> None:
+    """NaN advice that fits the run's precision: a loss scaler only exists with fp16."""
+    scaled = any(f["kind"] == "grad_overflow" for f in findings) or (
+        ser is not None and ser.metrics.summary().get("loss_scale_last") is not None)
+    precision = dtype or ("float16" if scaled else None)
+    for f in findings:
+        if f["kind"] not in ("nan_loss", "nan_grad_norm"):
+            continue
+        if precision:
+            f["facts"].setdefault("dtype", precision)
+        if precision == "bfloat16":
+            f["cause"] = (KINDS[f["kind"]][2] + "; the run is bf16, which has fp32's range: not a loss-scaling "
+                          "overflow but divergence (learning rate, a bad batch) or an inf/NaN produced by an op")
+            f["next_step"] = ("restart from the last good checkpoint with a lower LR or tighter clipping; find the "
+                              "batch at that step; enable anomaly detection on it")
+        elif precision == "float16":
+            f["cause"] = KINDS[f["kind"]][2] + "; the run is fp16: most likely an overflow the loss scaler did not catch"
+            f["next_step"] = ("check the loss scaler (initial scale, hysteresis, min scale) or switch to bf16; lower "
+                              "the LR if the scale keeps falling")
 
 
 def _clean(v):

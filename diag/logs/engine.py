@@ -29,6 +29,7 @@ def analyze(paths: list[str], *, settings=None, chunk: int | None = None, worker
         if (workers is None or workers > 1) and parallel.worth_splitting(f):
             parallel.scan_parallel(f, analyzer, stats, workers=workers, chunk=chunk)
             continue
+        analyzer.prime(f)
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
     return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0), analyzer

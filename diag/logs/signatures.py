@@ -193,7 +193,7 @@ def _oom(m: re.Match[str], msg: str):
     for name, rx in (
         ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB)"),
         ("oom_free_gib", r"([\d.]+) ([KMGT]iB) free|of which ([\d.]+) ([KMGT]iB) is free"),
-        ("oom_process_in_use_gib", r"has ([\d.]+) ([KMGT]iB) memory in use"),
+        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB) memory in use"),
         ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB) already allocated"),
         ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch"),
         ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated"),
@@ -202,10 +202,31 @@ def _oom(m: re.Match[str], msg: str):
         if x:
             num, unit = (x[1], x[2]) if x[1] else (x[3], x[4])
             f[name] = gib(num, unit)
+    others = [{"pid": int(p), "gib": gib(n, u)} for p, n, u in
+              re.findall(r"Process (\d+) has ([\d.]+) ([KMGT]iB) memory in use", msg)]
+    if others:
+        f["oom_other_processes"] = others
+        f["oom_processes_on_gpu"] = len(others) + 1
+    if "oom_process_in_use_gib" not in f and not others:
+        x = re.search(r"has ([\d.]+) ([KMGT]iB) memory in use", msg)
+        if x:
+            f["oom_process_in_use_gib"] = gib(x[1], x[2])
     ru = f.get("oom_reserved_unallocated_gib")
     if ru is not None and ru >= max(1.0, 0.2 * (f.get("oom_tried_to_allocate_gib") or 0)):
         f["fragmentation"] = True
     return "cuda_oom", f
+
+
+def _cuda_failure(m: re.Match[str], msg: str):
+    """NCCL's "Cuda failure 'out of memory'" outside a WARN line (the "Last error:" of a DistBackendError)."""
+    if "NCCL WARN" in msg:
+        return None  # the WARN line's own handler reads it
+    f = {"cuda_failure": m[2]}
+    if m[1]:
+        f["cuda_failure_code"] = int(m[1])
+    if "out of memory" in m[2].lower():
+        return "cuda_oom", {"oom_tried_to_allocate_gib": None, "oom_wording": m[0], **f}
+    return "nccl_unhandled_cuda_error", f
 
 
 def _oom_other(m: re.Match[str], msg: str):
@@ -401,6 +422,10 @@ def _torch_version(m: re.Match[str], msg: str):
     return "torch_version", {"torch_version": m["v"]}
 
 
+def _world_size(m: re.Match[str], msg: str):
+    return "world_size", {"world_size": int(m["n"])}
+
+
 def _dtype(m: re.Match[str], msg: str):
     return "dtype", {"dtype": {"fp16": "float16", "bf16": "bfloat16", "half": "float16"}.get(m[1].lower(),
                                                                                           m[1].lower())}
@@ -436,6 +461,7 @@ RULES: list[Rule] = [
     Rule("out of memory", R(r"CUDA out of memory|OutOfMemoryError"), _oom),
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
+    Rule("Cuda failure", R(r"Cuda failure (?:(\d+) )?'([^']*)'"), _cuda_failure),
     Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
@@ -470,16 +496,21 @@ RULES: list[Rule] = [
          _exception),
     Rule("torch", R(r"(?:torch==|[Tt]orch(?:\.__)?[ _]?version(?:__)?[:=]? ?|PyTorch version:? )"
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
+    Rule("orld", R(r"(?:world[_ ]size|WORLD_SIZE)\s*[=:]?\s*(?P<n>\d+)\b"), _world_size),
     Rule("dtype", R(r"dtype\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype),
+    # a precision switch that is on: "--bf16", "bf16=True", "'fp16': True", "fp16: enabled"
+    Rule("bf16", R(r"(?<![\w-])-{0,2}['\"]?(bf16|fp16)['\"]?(?:\s*[=:]\s*['\"]?(?:True|true|1|enabled)\b|(?=\s|$))"
+                   r"(?!\s*[=:])"), _dtype, ("fp16",)),
 ] + [_catalogue_rule(e, p) for e in catalogue.ENTRIES for p in e.patterns]
 
 #: Literal words whose presence makes a line worth parsing (the bulk prefilter, also grep's list).
 KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [k for r in RULES for k in (r.keyword, *r.also)
-     if k not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "onnect", "torch")]
+     if k not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "onnect", "torch", "orld")]
     # "onnect" would make every "NCCL INFO Connected all rings" line a candidate; the rule's
     # regex needs one of these two
-    + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version"]
+    + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout",
+       "world_size", "world size", "WORLD_SIZE"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",

@@ -41,11 +41,12 @@ def test_failing_logs(name):
         assert f["runbook"] and f["cause"] and f["next_step"] and f["line"] >= 1
 
 
-def test_absent_rank_is_the_timeout_suspect():
+def test_absent_rank_is_not_in_the_excerpt_not_a_suspect():
+    """Without the world size and lines of every rank, a rank the excerpt lacks is only said to be absent."""
     doc = analyze_paths([str(FIX / "failing/timeout_absent_rank.log")])
     t = next(f for f in doc["findings"] if f["kind"] == "nccl_timeout")
-    assert t["facts"]["suspect_ranks"] == [2]
-    assert t["facts"]["ranks_reporting"] == [0, 1, 3]
+    assert "suspect_ranks" not in t["facts"] and t["facts"]["ranks_not_in_excerpt"] == [2]
+    assert t["facts"]["ranks_reporting"] == [0, 1, 3] and "not in this excerpt" in t["message"]
 
 
 def test_the_rank_that_never_enqueued_the_collective_is_the_suspect(tmp_path):
