@@ -9,6 +9,7 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 
 from llmdiag.logs import catalogue, signatures
@@ -29,6 +30,8 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
+#: an exception that only reports that a peer went away
+_ECHO_EXC = re.compile(r"(?i)connection (?:reset|closed|refused)|broken pipe|closed by peer|peer .* (?:exited|died)")
 #: NCCL's error kinds by return code
 NCCL_RC_KINDS = {v[1]: n for n, v in catalogue.NCCL_RETURN_CODES.items() if v[1]}
 
@@ -380,9 +383,18 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     f["facts"].setdefault(k, extra[k])
     errors = [f for f in out if f["severity"] == ERROR]
     if exc:
-        last = exc[-1]
+        # one exception per rank (its first); a peer's "connection reset" is an echo of the rank that died
+        by_rank: dict = {}
+        for e in exc:
+            by_rank.setdefault(e.rank, e)
+        per_rank = {str(r): f"{e.facts['exception_type']}: {e.facts['exception_message']}"[:200]
+                    for r, e in by_rank.items() if r is not None}
+        causes = [e for e in by_rank.values() if not _ECHO_EXC.search(e.facts.get("exception_message", ""))]
+        last = exc[-1] if len(by_rank) <= 1 else min(causes or list(by_rank.values()), key=lambda e: (e.file, e.line))
         if not errors:
             f = _base("python_exception", last)
+            if len(per_rank) > 1:
+                f["facts"]["exceptions_by_rank"] = per_rank
             f["message"] = f"{last.facts['exception_type']}: {last.facts['exception_message']}"[:300]
             out.append(f)
         else:
@@ -393,6 +405,8 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             if tgt.get("rank") is None or last.rank is None or tgt.get("rank") == last.rank:
                 tgt["facts"].setdefault("exception_type", last.facts["exception_type"])
                 tgt["facts"].setdefault("exception_message", last.facts["exception_message"])
+            if len(per_rank) > 1:
+                tgt["facts"].setdefault("exceptions_by_rank", per_rank)
     return out
 
 
