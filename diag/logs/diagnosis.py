@@ -398,15 +398,20 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             f["message"] = f"{last.facts['exception_type']}: {last.facts['exception_message']}"[:300]
             out.append(f)
         else:
-            # the error the exception reports: of the same rank (or none known), at or before it
-            near = [f for f in errors if f.get("file") == last.file and (f.get("line") or 0) <= last.line
-                    and (f.get("rank") is None or last.rank is None or f.get("rank") == last.rank)]
-            tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
-            if tgt.get("rank") is None or last.rank is None or tgt.get("rank") == last.rank:
-                tgt["facts"].setdefault("exception_type", last.facts["exception_type"])
-                tgt["facts"].setdefault("exception_message", last.facts["exception_message"])
+            # each rank's last exception tells the error it reports: of the same rank (or none known), at or
+            # before it
+            last_of: dict = {}
+            for e in exc:
+                last_of[e.rank] = e
+            for ex in sorted(last_of.values(), key=lambda e: (e.file, e.line)):
+                near = [f for f in errors if f.get("file") == ex.file and (f.get("line") or 0) <= ex.line
+                        and (f.get("rank") is None or ex.rank is None or f.get("rank") == ex.rank)]
+                tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
+                if tgt.get("rank") is None or ex.rank is None or tgt.get("rank") == ex.rank:
+                    tgt["facts"].setdefault("exception_type", ex.facts["exception_type"])
+                    tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
             if len(per_rank) > 1:
-                tgt["facts"].setdefault("exceptions_by_rank", per_rank)
+                errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
     return out
 
 
