@@ -251,6 +251,12 @@ ENTRIES: tuple[Entry, ...] = (
       "find the rank that did not reach the collective (its log ends first)",
       ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 60000ms for "
        "recv operation to complete",)),
+    E("collective_hang", ERROR, "nccl-timeout",
+      "Flight Recorder dumps show ranks blocked in a collective that some rank never entered or never finished",
+      ("the named rank was elsewhere (its own hang, data loading, a rank-dependent code path)",
+       "the ranks issued different collectives (op, size or dtype differ at the same sequence id)"),
+      "look at the named rank's stack (py-spy dump) and code path at that step; make all ranks issue the same "
+      "collectives", ()),
     E("nan_loss", ERROR, "nan-loss", "the loss became NaN/Inf",
       ("divergence (learning rate too high)", "fp16 overflow", "a bad batch"),
       "restart from the last good checkpoint with a lower LR / clipping; inspect the batch", (), fatal=False),

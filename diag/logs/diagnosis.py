@@ -23,7 +23,7 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
             "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
             "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
+            "slurm_time_limit", "collective_hang", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
             "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
@@ -531,6 +531,35 @@ def _precision_advice(findings: list[dict], dtype: str | None, ser) -> None:
             f["cause"] = KINDS[f["kind"]][2] + "; the run is fp16: most likely an overflow the loss scaler did not catch"
             f["next_step"] = ("check the loss scaler (initial scale, hysteresis, min scale) or switch to bf16; lower "
                               "the LR if the scale keeps falling")
+
+
+def join_flight_recorder(doc: dict, fr: dict, directory: str) -> None:
+    """Put a Flight Recorder analysis (llmdiag.logs.flight) into the log's document: its suspects become
+    the timeout's suspects (the dumps see every rank, the log excerpt may not)."""
+    fr = dict(fr, dir=directory)
+    doc["flight_recorder"] = fr
+    if not fr.get("suspect_ranks"):
+        return
+    note = "Flight Recorder: " + fr["reason"] + (
+        f" (partial: no dump from rank(s) {fr['ranks_missing']})" if fr.get("partial") and fr["ranks_missing"]
+        != fr["suspect_ranks"] else "")
+    target = next((f for f in doc["findings"] if f["kind"] in ("nccl_timeout", "gloo_timeout", "hang_no_progress")),
+                  None)
+    if target is None:
+        target = _base("collective_hang", message=note, file=directory)
+        doc["findings"].append(target)
+        doc["status"] = "fail"
+    else:
+        target["message"] += "; " + note
+    target["facts"]["suspect_ranks"] = fr["suspect_ranks"]
+    target["facts"]["suspect_reason"] = note
+    target["cause"] = note
+    target["next_step"] = f"check rank {fr['suspect_ranks'][0]}: its stack and code path at that collective"
+    doc["suspect_ranks"], doc["suspect_reason"] = fr["suspect_ranks"], note
+    doc["facts"].setdefault("suspect_ranks", fr["suspect_ranks"])
+    roots = sorted(doc["findings"], key=lambda f: PRIORITY.index(f["kind"]))
+    doc["root_causes"] = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
+                           "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
 
 
 def _clean(v):
