@@ -153,7 +153,9 @@ ENTRIES: tuple[Entry, ...] = (
       ("MASTER_ADDR/port not reachable (firewall, wrong interface)", "the node with the store did not start"),
       "check MASTER_ADDR/port reachability (llmdiag preflight) and that all nodes started",
       ("[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying "
-       "to connect to (10.7.1.28, 29500).",)),
+       "to connect to (10.7.1.28, 29500).",
+       "RuntimeError: Timed out initializing process group in store based barrier on rank: 12, for key: "
+       "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)")),
     E("connection_reset", ERROR, "connection-reset",
       "the connection to the c10d store broke: the rendezvous host or its process went away",
       ("the process hosting the store (rank 0 / the agent) exited or crashed", "the store host rebooted or lost "
@@ -163,10 +165,18 @@ ENTRIES: tuple[Entry, ...] = (
        "[10.1.2.3]:29500 TCPStore recvValue failed",
        "torch.distributed.DistStoreError: TCPStore recvValue failed: Connection reset by peer",
        "[W socket.cpp:464] [c10d] sendBytes failed on SocketImpl(fd=15, addr=[node-1]:45678, "
-       "remote=[node-0]:29500): Broken pipe"),
-      patterns=(r"(?i)(?:TCPStore|recvValue|recvBytes|sendBytes|c10d|DistStoreError|store)\b.*?"
-                r"(?P<reset>Connection reset by peer|Broken pipe|Connection closed by peer|recvValue failed)",),
-      keywords=("Connection reset", "Broken pipe", "closed by peer", "recvValue failed")),
+       "remote=[node-0]:29500): Broken pipe",
+       "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the "
+       "remote server shutdown or crash?",
+       "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+       "store by key '0', but store->get('0') got error: Connection reset by peer"),
+      # not the benign exit-time warning of a healthy run ("Failed to check the \"should dump\" flag on
+      # TCPStore, (maybe TCPStore server has shut down too early)")
+      patterns=(r"(?i)^(?!.*(?:should dump|shut down too early|destroy_process_group))"
+                r"(?:.*?)(?:TCPStore|recvValue|recvBytes|sendBytes|c10d|DistStoreError|DistNetworkError|store)\b.*?"
+                r"(?P<reset>Connection reset by peer|Broken pipe|Connection closed by peer|recvValue failed)",
+                r"(?P<reset>Connection was likely closed)\. Did the remote server shutdown or crash"),
+      keywords=("Connection reset", "Broken pipe", "closed by peer", "recvValue failed", "Connection was likely")),
     E("host_oom_kill", ERROR, "host-oom-kill",
       "the kernel's OOM killer killed a process: host RAM ran out, not GPU memory",
       ("DataLoader workers or dataset copies per rank filling host RAM",
@@ -177,13 +187,17 @@ ENTRIES: tuple[Entry, ...] = (
        "file-rss:74816kB, shmem-rss:12296kB, UID:0 pgtables:69068kB oom_score_adj:0",
        "[2059991.491436] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
        "task_memcg=/user.slice,task=python3,pid=38127,uid=0",
-       "[Mon Jan  8 10:00:01 2024] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0"),
+       "[Mon Jan  8 10:00:01 2024] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0",
+       "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.",
+       "      Reason:       OOMKilled"),
       patterns=(r"Out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)"
                 r"(?:.*?anon-rss:(?P<anon_rss_kb>\d+) ?kB)?",
                 r"oom-kill:constraint=(?P<oom_constraint>\w+).*?task=(?P<process>[^,\s]+),pid=(?P<killed_pid>\d+)",
                 r"invoked oom-killer",
-                r"Memory cgroup out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)"),
-      keywords=("Killed process", "Kill process", "oom-kill")),
+                r"Memory cgroup out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)",
+                r"Detected (?P<oom_kill_events>\d+) oom[-_]kill events?",
+                r"\bOOMKilled\b"),
+      keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled")),
     E("sigbus", ERROR, "sigbus",
       "a process died of signal 7 (bus error): almost always shared memory (/dev/shm) ran out",
       ("/dev/shm too small (a container's default is 64 MiB) for NCCL or DataLoader shared memory",
@@ -216,11 +230,15 @@ ENTRIES: tuple[Entry, ...] = (
        "/tmp or the container overlay is small"),
       "free space or move checkpoints to a larger volume; keep only the last N checkpoints",
       ("OSError: [Errno 28] No space left on device",
+       "RuntimeError: [enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file "
+       "data/117: file write failed",
        "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1234 vs 1200 ... "
        "No space left on device",
        "OSError: [Errno 122] Disk quota exceeded: '/home/user/ckpt/step_1000'"),
-      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)",),
-      keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT")),
+      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)",
+                # torch.save's zip writer hides the errno: a failed write of a checkpoint is almost always space
+                r"(?P<disk_error>PytorchStreamWriter failed writing file \S+: file write failed)"),
+      keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT", "file write failed")),
     E("child_failed", ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
       ("see the root-cause rank's own error",), "read the root-cause rank's own log (its first error)",
       ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",)),

@@ -233,13 +233,27 @@ def _describe(f: dict) -> dict:
         f["cause"] = fa["cuda_error_cause"]
     elif kind == "ecc_xid" and "xid" in fa:
         origin = fa.get("xid_origin")
-        f["message"] = f"NVIDIA Xid {fa['xid']}" + (f" ({fa['xid_name']}, {origin})" if origin else "")
+        xids = fa.get("xids") or [fa["xid"]]
+        shown = fa["xid"]
+        if len(xids) > 1:  # the worst origin decides: hardware over driver over application
+            rank_of = {"hardware": 0, "driver": 1, "application": 2}
+            worst = min(xids, key=lambda x: rank_of.get(catalogue.XIDS.get(x, ("", "driver", ""))[1], 1))
+            known = catalogue.XIDS.get(worst)
+            shown = worst
+            if known:
+                fa["xid_name"], origin, fa["xid_action"] = known
+                fa["xid_origin"] = origin
+            fa["xid_origins"] = {str(x): catalogue.XIDS.get(x, ("", "unknown", ""))[1] for x in xids}
+        f["message"] = (f"NVIDIA Xid {', '.join(map(str, xids))}" + (f" (worst: {fa['xid_name']}, {origin})" if
+                        origin and len(xids) > 1 else f" ({fa['xid_name']}, {origin})" if origin else ""))
         if origin == "application":
-            f["cause"] = (f"Xid {fa['xid']} ({fa.get('xid_name')}) usually comes from the application's own kernel "
+            f["cause"] = (f"Xid {', '.join(map(str, xids))} ({fa.get('xid_name')}) usually comes from the application's own kernel "
                           "(an illegal address), not from faulty hardware")
             f["next_step"] = fa.get("xid_action", KINDS[kind][3])
         elif origin:
-            f["cause"] = f"Xid {fa['xid']} ({fa.get('xid_name')}): a {origin} fault"
+            f["cause"] = f"Xid {shown} ({fa.get('xid_name')}): a {origin} fault" + (
+                f"; the others ({', '.join(str(x) for x in xids if x != shown)}) follow from it or from the job"
+                if len(xids) > 1 else "")
             f["next_step"] = fa.get("xid_action", KINDS[kind][3])
     return f
 
@@ -375,7 +389,11 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
-            out.append(_describe(_collapse(kind, sorted(evs, key=lambda e: e.line))))
+            f = _collapse(kind, sorted(evs, key=lambda e: e.line))
+            xids = list(dict.fromkeys(e.facts["xid"] for e in evs if "xid" in e.facts))
+            if kind == "ecc_xid" and xids:
+                f["facts"]["xids"] = xids
+            out.append(_describe(f))
     for f in out:
         if f["kind"] in ("rendezvous_address_in_use", "rendezvous_timeout"):
             for k in ("rdzv_backend", "launcher_cmd"):

@@ -298,6 +298,30 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
     return "rendezvous_timeout", f
 
 
+def _store_barrier(m: re.Match[str], msg: str):
+    """The old init barrier: ``worker_count`` of ``world_size`` ranks joined before the timeout."""
+    f: dict = {"reason": "store based barrier"}
+    for k in ("world_size", "worker_count"):
+        x = re.search(k + r"=(\d+)", msg)
+        if x:
+            f[k] = int(x[1])
+    if "world_size" in f and "worker_count" in f:
+        f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
+    t = re.search(r"timeout=(\d+):(\d+):(\d+)", msg)
+    if t:
+        f["barrier_timeout_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + int(t[3])
+    return "rendezvous_timeout", f
+
+
+def _spawn_signal(m: re.Match[str], msg: str):
+    """torch.multiprocessing: "process 1 terminated with signal SIGKILL"."""
+    num = next((n for n, v in catalogue.SIGNALS.items() if v[0] == m["name"]), None)
+    kind = SIGNAL_KIND.get(num) if num else None
+    if not kind:
+        return None
+    return kind, {"signal": m["name"], "exitcode": -num, "local_rank": int(m["proc"])}
+
+
 def _rdzv_context(m: re.Match[str], msg: str):
     return "rdzv_context", {"rdzv_backend": m[1]}
 
@@ -449,7 +473,8 @@ RULES: list[Rule] = [
     Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat,
          ("eartbeat monitor",)),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
-    Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|DistBackendError.*NCCL"),
+    Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError|"
+                   r"ncclInvalidUsage|ncclInvalidArgument|DistBackendError.*NCCL"),
          _nccl_error_text),
     Rule("NCCL INFO", R(r"NCCL INFO \S+:\d+ -> (\d+)"), _nccl_rc),
     Rule("retcode", R(r"Failed to execute operation (?P<op>\w+) from rank (?P<rank>\d+), retcode (?P<rc>\d+)"),
@@ -471,6 +496,8 @@ RULES: list[Rule] = [
     Rule("imed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
                        r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
     Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
+    Rule("store based barrier", R(r"Timed out initializing process group in store based barrier"), _store_barrier),
+    Rule("terminated with signal", R(r"process (?P<proc>\d+) terminated with signal (?P<name>SIG\w+)"), _spawn_signal),
     # the client retries a refused store connection until its timeout: the same failure class
     Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
                          r"Connection refused)"), _rdzv_timeout),
@@ -481,7 +508,7 @@ RULES: list[Rule] = [
     Rule("Root Cause", R(r"Root Cause \(first observed failure\)"), _child_failed),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
-    Rule("Segmentation fault", R(r"Segmentation fault|SIGSEGV|signal 11\b"), _segv),
+    Rule("Segmentation fault", R(r"^(?!.*DataLoader worker).*(?:Segmentation fault|SIGSEGV|signal 11\b)"), _segv),
     Rule("Abort", R(r"Aborted \(core dumped\)|Fatal Python error: Aborted"), _abort),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("TIME LIMIT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) "
@@ -512,6 +539,7 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout",
        "world_size", "world size", "WORLD_SIZE"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+       "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration"]))

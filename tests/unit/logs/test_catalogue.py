@@ -77,3 +77,40 @@ def test_return_code_chains(tmp_path, codes, kinds):
     log.write_text("".join(f"node-1:100:200 [0] NCCL INFO init.cc:{10 + i} -> {c}\n" for i, c in enumerate(codes)))
     doc = analyze_paths([str(log)])
     assert {f["kind"] for f in doc["findings"]} == kinds and doc["status"] == "fail"
+
+
+def test_benign_exit_warning_of_a_healthy_run_is_no_finding(tmp_path):
+    log = tmp_path / "ok.log"
+    log.write_text("step=1 loss=2.0\nstep=2 loss=1.9\n[rank1]:[W1107 10:50:18.780482185 ProcessGroupNCCL.cpp:1250] "
+                   "[PG 0 Rank 1] Failed to check the \"should dump\" flag on TCPStore, (maybe TCPStore server has "
+                   "shut down too early), with error: Connection reset by peer\n")
+    doc = analyze_paths([str(log)])
+    assert doc["findings"] == [] and doc["status"] == "pass"
+
+
+@pytest.mark.parametrize("line,kinds", [
+    ("ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+     {"nccl_remote_error"}),
+    ("node-1:100:200 [0] NCCL WARN Call to recv failed : Connection reset by peer", {"nccl_remote_error", "nccl_warn"}),
+    ("torch.distributed.DistNetworkError: Connection reset by peer", {"connection_reset"}),
+    ("RuntimeError: DataLoader worker (pid 1234) is killed by signal: Segmentation fault.",
+     {"dataloader_worker_killed"}),
+    ("Exception: process 1 terminated with signal SIGKILL", {"sigkill"}),
+    ("srun: error: node-7: task 3: Killed", {"sigkill"}),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGSEGV", {"segfault"}),
+    ("E0410 10:47:58.118000 61420 torch/distributed/elastic/multiprocessing/api.py:870] failed (exitcode: -7) "
+     "local_rank: 0 (pid: 61556) of binary: /usr/bin/python", {"sigbus"}),
+    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", {"cuda_error"}),
+    ("[rank2]:[E1107 10:50:18.7 ProcessGroupNCCL.cpp:1224] [PG 0 Rank 2] NCCL watchdog thread terminated with "
+     "exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5",
+     {"nccl_remote_error"}),
+    ("gpu-3:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.1.1.1<1234> with "
+     "status=5 opcode=129 len=0 vendor err 249 (Recv) localGid ::ffff:10.1.1.2", {"ib_completion_error", "nccl_warn"}),
+    ("/bin/bash: line 1: 12345 Killed                  python train.py", {"sigkill"}),
+    ("node-1:9621:9688 [3] NCCL INFO transport/shm.cc:114 -> 2", {"nccl_system_error"}),
+])
+def test_wordings_across_versions(tmp_path, line, kinds):
+    log = tmp_path / "w.log"
+    log.write_text(line + "\n")
+    doc = analyze_paths([str(log)])
+    assert {f["kind"] for f in doc["findings"]} == kinds and doc["status"] == "fail"
