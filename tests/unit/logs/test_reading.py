@@ -126,3 +126,10 @@ def test_padded_wrapped_dmesg_line_is_rejoined(tmp_path):
             "kB, anon-rss:31451456kB, file-rss:74816kB\n")
     (f,) = run(tmp_path, text)["findings"]
     assert f["kind"] == "host_oom_kill" and f["facts"]["killed_pid"] == 38127 and f["facts"]["anon_rss_kb"] == 31451456
+
+
+def test_summary_block_without_its_childfailederror_line(tmp_path):
+    """The excerpt starts at the header that names the module: the block is still read."""
+    doc = run(tmp_path, MODULE_BLOCK.split("\n", 1)[1])
+    cf = next(f for f in doc["findings"] if f["kind"] == "child_failed")
+    assert cf["facts"]["exitcode"] == -9 and cf["facts"]["failed_rank"] == 1
