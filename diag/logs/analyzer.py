@@ -264,7 +264,7 @@ class LogAnalyzer:
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start
-            if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size"):
+            if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size", "nccl_version"):
                 for k, v in facts.items():
                     if k == "rdzv_backend" and v is None:
                         continue

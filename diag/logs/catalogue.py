@@ -207,7 +207,8 @@ ENTRIES: tuple[Entry, ...] = (
       ("[gpu-1:378934:0:382579] Caught signal 7 (Bus error: nonexistent physical address)",
        "Bus error (core dumped)",
        "Signal 7 (SIGBUS) received by PID 4242"),
-      patterns=(r"Caught signal 7 \(Bus error", r"(?:^|\s)Bus error(?: \(core dumped\))?\s*$",
+      patterns=(r"(?:\[(?P<host>[\w.-]+):(?P<pid>\d+)[^\]]*\] )?Caught signal 7 \(Bus error",
+                r"(?:^|\s)Bus error(?: \(core dumped\))?\s*$",
                 r"Fatal Python error: Bus error"),
       keywords=("Bus error",)),
     E("dataloader_worker_killed", ERROR, "dataloader-worker-killed",
@@ -235,7 +236,7 @@ ENTRIES: tuple[Entry, ...] = (
        "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1234 vs 1200 ... "
        "No space left on device",
        "OSError: [Errno 122] Disk quota exceeded: '/home/user/ckpt/step_1000'"),
-      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)",
+      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)(?:: '(?P<path>[^']+)')?",
                 # torch.save's zip writer hides the errno: a failed write of a checkpoint is almost always space
                 r"(?P<disk_error>PytorchStreamWriter failed writing file \S+: file write failed)"),
       keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT", "file write failed")),

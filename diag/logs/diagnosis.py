@@ -509,7 +509,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
-    for k in ("torch_version", "dtype"):
+    for k in ("torch_version", "dtype", "nccl_version"):
         if k in an.extra:
             facts.setdefault(k, an.extra[k])
     for f in roots:

@@ -398,8 +398,17 @@ def _catalogue_rule(entry: catalogue.Entry, pattern: str) -> Rule:
             f["ib_status_name"], f["ib_status_meaning"] = name, meaning
             if "vendor_err" in f and f["vendor_err"] in catalogue.IB_VENDOR_ERR:
                 f["vendor_err_meaning"] = catalogue.IB_VENDOR_ERR[f["vendor_err"]]
-        if kind == "dataloader_worker_killed" and "worker_signal" in f:
-            f["signal"] = f["worker_signal"]
+        if kind == "dataloader_worker_killed":
+            if "worker_signal" in f:
+                f["signal"] = f["worker_signal"]
+            pids = [int(x) for x in re.findall(r"\d+", str(f.get("worker_pids", "")))]
+            if pids:
+                f["pid"], f["pids"] = pids[0], pids
+        if kind == "connection_reset":
+            peer = re.search(r"remote=\[?([\w.:-]+?)\]?:(\d+)\)|peer \[?([\w.:-]+?)\]?:(\d+)", msg)
+            if peer:
+                host, port = (peer[1], peer[2]) if peer[1] else (peer[3], peer[4])
+                f["peer"], f["port"] = f"{host}:{port}", int(port)
         if kind == "sigbus":
             f.update(signal="SIGBUS", exitcode=-7)
         return kind, f
@@ -444,6 +453,10 @@ def _exception(m: re.Match[str], msg: str):
 
 def _torch_version(m: re.Match[str], msg: str):
     return "torch_version", {"torch_version": m["v"]}
+
+
+def _nccl_version(m: re.Match[str], msg: str):
+    return "nccl_version", {"nccl_version": m[1]}
 
 
 def _world_size(m: re.Match[str], msg: str):
@@ -526,6 +539,7 @@ RULES: list[Rule] = [
          _exception),
     Rule("torch", R(r"(?:torch==|[Tt]orch(?:\.__)?[ _]?version(?:__)?[:=]? ?|PyTorch version:? )"
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
+    Rule("NCCL version", R(r"NCCL version:? (\d+\.\d+\.\d+(?:\+\S+?)?)(?:[,\s]|$)"), _nccl_version),
     Rule("orld", R(r"(?:world[_ ]size|WORLD_SIZE)\s*[=:]?\s*(?P<n>\d+)\b"), _world_size),
     Rule("dtype", R(r"dtype\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype),
     # a precision switch that is on: "--bf16", "bf16=True", "'fp16': True", "fp16: enabled"
