@@ -91,9 +91,11 @@ def split_prefix(line: str) -> Prefix:
 
 
 #: a token a launcher or log collector puts in front of every line: a bracketed tag (``[stderr]``,
-#: ``<stdout>``), or a name with a digit or a dot (``job.node-3``, ``pod-7f9c``, ``10.0.0.3``); never a
+#: ``<stdout>``), a container runtime's stream (``stdout F``), or a name with a digit or a dot
+#: (``job.node-3``, ``pod-7f9c``, ``10.0.0.3``), optionally followed by docker compose's `` | ``; never a
 #: quoted or braced value, an exception name or a plain word
-_TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):? +")
+_TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?"
+                  r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?: +\| ?| +)")
 _NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)")
 _DIGITS = re.compile(r"\d+")
 #: NCCL's own "host:pid:tid [dev] " header carries the host and the device: read, never stripped

@@ -3,6 +3,8 @@ torchrun blocks, the ranks of a timeout, OOM process lists, NaN advice by precis
 
 from __future__ import annotations
 
+import pytest
+
 from llmdiag.logs import analyze_paths
 
 WATCHDOG = ("[rank{r}]:[E1107 10:50:18.780482185 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
@@ -133,3 +135,17 @@ def test_summary_block_without_its_childfailederror_line(tmp_path):
     doc = run(tmp_path, MODULE_BLOCK.split("\n", 1)[1])
     cf = next(f for f in doc["findings"] if f["kind"] == "child_failed")
     assert cf["facts"]["exitcode"] == -9 and cf["facts"]["failed_rank"] == 1
+
+
+WATCHDOG_LINE = WATCHDOG.format(r=0) + WORK.format(op="ALLREDUCE", n=8)
+
+
+@pytest.mark.parametrize("prefix", ["trainer-1  | ", "2024-05-01T10:00:00.123456789Z stdout F ", "pytorchjob-worker-0 ",
+                                    "llm.n3 [stderr] ", "ip-10-0-0-1.ec2.internal [stdout] "])
+def test_prefix_shapes_learned_from_the_file(tmp_path, prefix):
+    lines = [f"{prefix}step={i} loss=2.{i}" for i in range(1, 4)]
+    lines += [prefix + WATCHDOG_LINE, f"{prefix}Traceback (most recent call last):", f"{prefix}RuntimeError: boom"]
+    doc = run(tmp_path, "\n".join(lines) + "\n")
+    (f,) = doc["findings"]
+    assert f["kind"] == "nccl_timeout" and f["rank"] == 0 and f["line"] == 4
+    assert f["facts"]["exception_type"] == "RuntimeError" and doc["metrics"]["num_steps_with_loss"] == 3
