@@ -309,6 +309,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         fa.pop("pid", None)
         fa.pop("local_rank", None)
         f["message"] = f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}) on {len(evs)} line(s)"
+        shm = next((w.facts["warn_text"] for w in warns if "/dev/shm" in w.facts.get("warn_text", "")), None)
+        if kind == "nccl_system_error" and shm:
+            fa["shm_error"] = shm[:200]
+            f["cause"] = ("NCCL could not create its shared-memory segment in /dev/shm: /dev/shm is too small "
+                          "(a container's default is 64 MiB)")
+            f["next_step"] = "give the container a larger /dev/shm (--shm-size / --ipc=host); NCCL_SHM_DISABLE=1 " \
+                             "as a stopgap"
         out.append(f)
     if tests or pids:
         if not any(f["kind"].startswith("nccl_") and f["kind"].endswith("error") for f in out):

@@ -171,9 +171,13 @@ def _nccl_warn(m: re.Match[str], msg: str):
 def _test_failure(m: re.Match[str], msg: str):
     f = {"test_failure_site": m["site"], "nccl_error_text": m["text"].strip(" /")}
     t = m["text"].lower()
-    kind = ("nccl_internal_error" if "internal" in t else "nccl_system_error" if "system" in t
-            else "nccl_unhandled_cuda_error" if "cuda" in t else "nccl_test_failure")
-    return kind, f
+    code = next((catalogue.NCCL_ERROR_TEXT[x] for x in _NCCL_TEXTS if x in t), None)
+    if code is None:
+        code = 3 if "internal" in t else 2 if "system" in t else 1 if "cuda" in t else None
+    if code is None:
+        return "nccl_test_failure", f
+    f["nccl_return_code"] = code
+    return NCCL_RC_KIND[code], f
 
 
 def _test_failure_pid(m: re.Match[str], msg: str):
