@@ -525,7 +525,7 @@ RULES: list[Rule] = [
     Rule("Root Cause", R(r"Root Cause \(first observed failure\)"), _child_failed),
     # the summary's header names the script or the module ("train.py FAILED", "fastchat.train.train_mem FAILED")
     # when the excerpt starts below the ChildFailedError line
-    Rule(" FAILED", R(r"^(?:[\w-]+[./])*[\w-]+ FAILED\s*$"), _child_failed),
+    Rule(" FAILED", R(r"^(?:[\w-]+[./])+[\w-]+ FAILED\s*$"), _child_failed),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
     Rule("Segmentation fault", R(r"^(?!.*DataLoader worker).*(?:Segmentation fault|SIGSEGV|signal 11\b)"), _segv),
