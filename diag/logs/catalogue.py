@@ -33,6 +33,8 @@ class Entry:
     keywords: tuple[str, ...] = ()
     #: the kind means the job (or one of its processes) died: the run fails
     fatal: bool = True
+    #: facts every match of ``patterns`` has (e.g. the signal of a crash)
+    facts: tuple[tuple[str, object], ...] = ()
 
 
 E = Entry
@@ -210,7 +212,7 @@ ENTRIES: tuple[Entry, ...] = (
       patterns=(r"(?:\[(?P<host>[\w.-]+):(?P<pid>\d+)[^\]]*\] )?Caught signal 7 \(Bus error",
                 r"(?:^|\s)Bus error(?: \(core dumped\))?\s*$",
                 r"Fatal Python error: Bus error"),
-      keywords=("Bus error",)),
+      keywords=("Bus error",), facts=(("signal", "SIGBUS"), ("exitcode", -7))),
     E("dataloader_worker_killed", ERROR, "dataloader-worker-killed",
       "a DataLoader worker process died: the batch it was loading never arrives",
       ("host RAM ran out (the OOM killer: signal Killed)", "shared memory (/dev/shm) ran out (Bus error)",
@@ -242,7 +244,11 @@ ENTRIES: tuple[Entry, ...] = (
       keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT", "file write failed")),
     E("child_failed", ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
       ("see the root-cause rank's own error",), "read the root-cause rank's own log (its first error)",
-      ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",)),
+      ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",),
+      # the summary block that follows is read by analyzer._ChildFailedBlock; its header names the script or
+      # module ("train.py FAILED") when the excerpt starts below the ChildFailedError line
+      patterns=(r"ChildFailedError", r"Root Cause \(first observed failure\)", r"^(?:[\w-]+[./])+[\w-]+ FAILED\s*$"),
+      keywords=("ChildFailedError", "Root Cause", " FAILED")),
     E("sigkill", ERROR, "worker-sigkill", "a worker was killed with SIGKILL (signal 9)",
       ("the host OOM killer", "the scheduler or an operator killed the job", "a watchdog escalation"),
       "check `dmesg | grep -i oom` and host memory use; the scheduler's log",
@@ -252,15 +258,23 @@ ENTRIES: tuple[Entry, ...] = (
     E("sigabrt", ERROR, "worker-sigabrt", "a worker aborted (signal 6)",
       ("the NCCL watchdog took the process down after an error", "an uncaught C++ exception"),
       "look for the error printed just before the abort",
-      ("Fatal Python error: Aborted",)),
+      ("Fatal Python error: Aborted", "Aborted (core dumped)"),
+      patterns=(r"Aborted \(core dumped\)|Fatal Python error: Aborted",), keywords=("Abort",),
+      facts=(("signal", "SIGABRT"), ("exitcode", -6))),
     E("segfault", ERROR, "worker-segfault", "a worker crashed with a segmentation fault (signal 11)",
       ("a native extension or library bug", "mismatched library versions"),
       "get a core dump / faulthandler stack; check extension and library versions",
-      ("Segmentation fault (core dumped)",)),
+      ("Segmentation fault (core dumped)",),
+      # a DataLoader worker's segfault is that worker's death (dataloader_worker_killed), not a rank's
+      patterns=(r"^(?!.*DataLoader worker).*(?:Segmentation fault|SIGSEGV|signal 11\b)",),
+      keywords=("Segmentation fault",), facts=(("signal", "SIGSEGV"), ("exitcode", -11))),
     E("slurm_time_limit", ERROR, "slurm-time-limit", "Slurm cancelled the job at its time limit",
       ("the job needs more time than requested", "a hang used up the time"),
       "raise --time or resume from the last checkpoint",
-      ("slurmstepd: error: *** JOB 123456 ON node-7 CANCELLED AT 2024-03-01T10:00:00 DUE TO TIME LIMIT ***",)),
+      ("slurmstepd: error: *** JOB 123456 ON node-7 CANCELLED AT 2024-03-01T10:00:00 DUE TO TIME LIMIT ***",),
+      patterns=(r"\*\*\* (?:JOB|STEP) (?P<slurm_job_id>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<cancelled_at>\S+) "
+                r"DUE TO TIME LIMIT",),
+      keywords=("TIME LIMIT",)),
     E("python_exception", ERROR, "python-exception", "the training script raised an exception",
       ("a bug or a bad input in the script",), "read the exception and the last frames of its traceback",
       ("ValueError: too many values to unpack (expected 2)",)),
@@ -269,7 +283,10 @@ ENTRIES: tuple[Entry, ...] = (
       ("a rank stopped participating (hang or crash)", "the network between the ranks is blocked"),
       "find the rank that did not reach the collective (its log ends first)",
       ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 60000ms for "
-       "recv operation to complete",)),
+       "recv operation to complete",),
+      # gloo (CPU) collectives time out in the transport, without a WorkNCCL record
+      patterns=(r"gloo/.*Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation",),
+      keywords=("Timed out waiting",), facts=(("backend", "gloo"),)),
     E("collective_hang", ERROR, "nccl-timeout",
       "Flight Recorder dumps show ranks blocked in a collective that some rank never entered or never finished",
       ("the named rank was elsewhere (its own hang, data loading, a rank-dependent code path)",

@@ -74,10 +74,6 @@ def _timeout(m: re.Match[str], msg: str):
     return "nccl_timeout", f
 
 
-def _gloo_timeout(m: re.Match[str], msg: str):
-    """gloo (CPU) collectives time out in the transport, without a WorkNCCL record."""
-    return "gloo_timeout", {"timeout_ms": int(m["ms"]), "op": m["op"], "backend": "gloo"}
-
 
 def _int(v: str) -> int | str:
     try:
@@ -339,9 +335,6 @@ def _launcher(m: re.Match[str], msg: str):
     return "launcher", {"launcher_cmd": head, "launcher_cmdline": cmd[:300]}
 
 
-def _child_failed(m: re.Match[str], msg: str):
-    return "child_failed", {}
-
 
 def _signal(m: re.Match[str], msg: str):
     num = m["num"]
@@ -370,12 +363,6 @@ def _exitcode(m: re.Match[str], msg: str):
     return kind, f
 
 
-def _segv(m: re.Match[str], msg: str):
-    return "segfault", {"signal": "SIGSEGV", "exitcode": -11}
-
-
-def _abort(m: re.Match[str], msg: str):
-    return "sigabrt", {"signal": "SIGABRT", "exitcode": -6}
 
 
 def _killed(m: re.Match[str], msg: str):
@@ -413,21 +400,12 @@ def _catalogue_rule(entry: catalogue.Entry, pattern: str) -> Rule:
             if peer:
                 host, port = (peer[1], peer[2]) if peer[1] else (peer[3], peer[4])
                 f["peer"], f["port"] = f"{host}:{port}", int(port)
-        if kind == "sigbus":
-            f.update(signal="SIGBUS", exitcode=-7)
+        f.update(entry.facts)
         return kind, f
 
     keys = entry.keywords
     return Rule(keys[0], re.compile(pattern), handler, keys[1:])
 
-
-def _slurm(m: re.Match[str], msg: str):
-    f = {"slurm_job_id": int(m["job"]) if m["job"].isdigit() else m["job"]}
-    if m["node"]:
-        f["node"] = m["node"]
-    if m["at"]:
-        f["cancelled_at"] = m["at"]
-    return "slurm_time_limit", f
 
 
 def _overflow(m: re.Match[str], msg: str):
@@ -485,8 +463,6 @@ RULES: list[Rule] = [
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
                             r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
          _work_status),
-    Rule("Timed out waiting", R(r"gloo/.*Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"),
-         _gloo_timeout),
     Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat,
          ("eartbeat monitor",)),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
@@ -521,18 +497,9 @@ RULES: list[Rule] = [
     Rule("rendezvous", R(r"(\w+)_rendezvous_backend|rdzv[_-]backend[= ](\w+)"), _rdzv_context),
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
-    Rule("ChildFailedError", R(r"ChildFailedError"), _child_failed),
-    Rule("Root Cause", R(r"Root Cause \(first observed failure\)"), _child_failed),
-    # the summary's header names the script or the module ("train.py FAILED", "fastchat.train.train_mem FAILED")
-    # when the excerpt starts below the ChildFailedError line
-    Rule(" FAILED", R(r"^(?:[\w-]+[./])+[\w-]+ FAILED\s*$"), _child_failed),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
-    Rule("Segmentation fault", R(r"^(?!.*DataLoader worker).*(?:Segmentation fault|SIGSEGV|signal 11\b)"), _segv),
-    Rule("Abort", R(r"Aborted \(core dumped\)|Fatal Python error: Aborted"), _abort),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
-    Rule("TIME LIMIT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) "
-                         r"DUE TO TIME LIMIT"), _slurm),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
