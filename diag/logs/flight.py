@@ -113,10 +113,13 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
     members: dict[str, list[int]] = {}
     for rank, dump in dumps.items():
         for e in dump["entries"]:
-            if not isinstance(e, dict) or e.get("is_p2p") or not isinstance(e.get("collective_seq_id"), int):
+            if not isinstance(e, dict) or e.get("is_p2p"):
+                continue
+            seq = e.get("collective_seq_id", e.get("seq_id"))  # "seq_id" in dumps before torch 2.4
+            if not isinstance(seq, int):
                 continue
             pg = _pg_key(e)
-            table[pg][rank][e["collective_seq_id"]] = e
+            table[pg][rank][seq] = e
             if pg not in members:
                 ranks = _pg_ranks(dump, pg, str(e.get("pg_id", "")))
                 if ranks:
@@ -154,7 +157,14 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
             "not_entered": not_entered, "not_completed": not_completed,
             "no_dump": sorted(r for r in members.get(pg, []) if r not in dumps),
         }
-        # ranks that entered a newer collective than the blocked one never finished it either
+        # all entered, none completed: a rank whose kernel never started holds the others (NCCL states)
+        states = {r: e.get("state") for r, e in entered.items()}
+        order = {"scheduled": 0, "started": 1, "completed": 2}
+        if len(set(states.values())) > 1 and all(s in order for s in states.values()):
+            low = min(states.values(), key=order.get)
+            pg_out["least_progressed"] = {
+                "state": low, "ranks": sorted(r for r, s in states.items() if s == low),
+                "others": "/".join(sorted({s for s in states.values() if s != low}, key=order.get))}
         out["process_groups"].append(pg_out)
         for q in sorted({q for seqs in by_rank.values() for q in seqs}):
             sides: dict[tuple, list[int]] = defaultdict(list)
@@ -188,6 +198,12 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
             if g["not_completed"] and len(g["not_completed"]) < len(g["ranks"]):
                 suspects = g["not_completed"]
                 reason = f"rank(s) {suspects} entered {g['op']} #{g['seq_id']} but never completed it"
+                break
+            behind = g.get("least_progressed")
+            if behind:
+                suspects = behind["ranks"]
+                reason = (f"every rank entered {g['op']} #{g['seq_id']} and none completed it, but rank(s) "
+                          f"{suspects} are still '{behind['state']}' while the others are '{behind['others']}'")
                 break
     if not suspects and missing:
         reason = (f"no dump from rank(s) {missing} (partial dumps): the ranks that wrote one all reached the same "
