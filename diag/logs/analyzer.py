@@ -147,6 +147,10 @@ class LogAnalyzer:
         self._templates: dict[str, list[bulk.Template]] = {}
         self._learn_more: dict[str, bool] = {}
         self._learners: dict[str, prefixes.PrefixLearner] = {}
+        #: files captured from a terminal that cut lines at a fixed width, and the pieces of a cut line
+        self._width: dict[str, int] = {}
+        self._tw: tuple[int, list[str]] | None = None
+        self._tw_file: str = ""
         self._learn_budget: dict[str, int] = {}
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
@@ -165,8 +169,12 @@ class LogAnalyzer:
                 head = fh.read(PRIME_BYTES)
         except (OSError, EOFError, ValueError):
             return
-        for raw in head.split(b"\n")[:-1][:PRIME_LINES]:
+        lines = head.split(b"\n")[:-1][:PRIME_LINES]
+        for raw in lines:
             learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message)
+        width = terminal_width([raw.decode("utf-8", "replace").rstrip("\r") for raw in lines])
+        if width:
+            self._width[path] = width
 
     def normalise(self, file: str, text: str) -> prefixes.Prefix:
         """A physical line → its prefixes (known shapes, then the ones learned from the file) and message."""
@@ -185,6 +193,22 @@ class LogAnalyzer:
 
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        width = self._width.get(file)
+        if width:  # a terminal capture cut at ``width`` columns: a full-width piece continues on the next line
+            piece = text.rstrip("\r\n")
+            if self._tw is not None:
+                first, pieces = self._tw
+                pieces.append(piece)
+                if len(piece) == width and len(pieces) < MAX_WRAPPED:
+                    return 1
+                self._tw = None
+                return self._whole(file, first, "".join(pieces), joined=True)
+            if len(piece) == width:
+                self._tw, self._tw_file = (lineno, [piece]), file
+                return 1
+        return self._whole(file, lineno, text)
+
+    def _whole(self, file: str, lineno: int, text: str, joined: bool = False) -> int:
         if self._wrap is None and self._block is None and text.count("]:") >= 2:
             parts = _GLUED.split(text)
             if len(parts) > 1:  # two ranks' output glued into one line: each part on its own
@@ -192,7 +216,7 @@ class LogAnalyzer:
                 for part in parts:
                     want = max(want, self._one(file, lineno, part, glued=True))
                 return want
-        return self._one(file, lineno, text)
+        return self._one(file, lineno, text, glued=joined)
 
     def _one(self, file: str, lineno: int, text: str, glued: bool = False) -> int:
         if self._wrap is not None:
@@ -437,6 +461,9 @@ class LogAnalyzer:
 
     def finish(self) -> None:
         self.flush()
+        if self._tw is not None:
+            (first, pieces), self._tw = self._tw, None
+            self._whole(self._tw_file, first, "".join(pieces), joined=True)
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             self._wrap = None
@@ -493,6 +520,26 @@ def _plain_prefilter():
     return _PLAIN
 
 
+def terminal_width(lines: list[str]) -> int | None:
+    """The column width a terminal capture was cut at: many lines of one length (>= 60), none longer, and
+    what follows a full-width line mostly does not start like it (a continuation, not the next record of a
+    fixed-width format)."""
+    if len(lines) < 8:
+        return None
+    lengths = [len(x) for x in lines]
+    top = max(lengths)
+    full = [i for i, n in enumerate(lengths[:-1]) if n == top]
+    if top < 60 or len(full) < 3 or len(full) < 0.05 * len(lines):
+        return None
+    same = sum(_HEAD.sub("#", lines[i][:8]) == _HEAD.sub("#", lines[i + 1][:8]) for i in full)
+    return top if same < 0.5 * len(full) else None
+
+
+_HEAD = re.compile(r"\d+")
+
+
+#: pieces of one terminal-wrapped line joined at most
+MAX_WRAPPED = 16
 #: how much of a file's head teaches its per-line prefixes
 PRIME_BYTES = 64 << 10
 PRIME_LINES = 400

@@ -498,7 +498,7 @@ RULES: list[Rule] = [
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
-    Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
+    Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
@@ -524,7 +524,7 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
      if k not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "onnect", "torch", "orld")]
     # "onnect" would make every "NCCL INFO Connected all rings" line a candidate; the rule's
     # regex needs one of these two
-    + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout",
+    + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout", "Watchdog",
        "world_size", "world size", "WORLD_SIZE"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument",

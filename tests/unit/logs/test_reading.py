@@ -149,3 +149,28 @@ def test_prefix_shapes_learned_from_the_file(tmp_path, prefix):
     (f,) = doc["findings"]
     assert f["kind"] == "nccl_timeout" and f["rank"] == 0 and f["line"] == 4
     assert f["facts"]["exception_type"] == "RuntimeError" and doc["metrics"]["num_steps_with_loss"] == 3
+
+
+def test_terminal_capture_cut_at_a_fixed_width_is_rejoined(tmp_path):
+    """A capture cut at 100 columns: the watchdog line continues mid-word on the next line."""
+    lines = [f"[rank0]:step={i} loss=2.{i:02d} lr=1.0e-04 grad_norm=1.{i:02d} tokens_per_s=12400 mem_gib=0.41 samples_per_s=96.0 tflops=101.5"
+             for i in range(1, 12)]
+    lines.append(WATCHDOG.format(r=2) + WORK.format(op="BROADCAST", n=5496064))
+    text = "".join(piece + "\n" for line in lines for piece in (line[i:i + 100] for i in range(0, len(line), 100)))
+    assert max(map(len, text.splitlines())) == 100
+    doc = run(tmp_path, text)
+    (f,) = doc["findings"]
+    assert f["kind"] == "nccl_timeout" and f["facts"]["op_type"] == "BROADCAST" and f["facts"]["numel_in"] == 5496064
+    assert doc["metrics"]["num_steps_with_loss"] == 11
+
+
+def test_fixed_width_records_are_not_taken_for_a_wrapped_capture():
+    from llmdiag.logs.analyzer import terminal_width
+
+    fixed = [f" iteration {i:8d}/ 5000000 | lm loss: 3.0{i % 10}E+00 | grad norm: 1.000 |" for i in range(50)]
+    assert terminal_width(fixed) is None
+    wrapped = []
+    for i in range(20):
+        line = f"[rank0]: step={i} " + "x" * 150
+        wrapped += [line[:100], line[100:]]
+    assert terminal_width(wrapped) == 100
