@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections import Counter
 import re
 
 import numpy as np
@@ -531,8 +532,15 @@ def terminal_width(lines: list[str]) -> int | None:
     full = [i for i, n in enumerate(lengths[:-1]) if n == top]
     if top < 60 or len(full) < 3 or len(full) < 0.05 * len(lines):
         return None
-    same = sum(_HEAD.sub("#", lines[i][:8]) == _HEAD.sub("#", lines[i + 1][:8]) for i in full)
-    return top if same < 0.5 * len(full) else None
+    head = [_HEAD.sub("#", x[:8]) for x in lines]
+    after_full = {i + 1 for i in full}
+    heads = Counter(h for i, h in enumerate(head) if i not in after_full)
+    # line starts: the heads of full-width lines that follow a short one, and frequent heads of lines after a
+    # short one
+    starts = {h for h, n in heads.items() if n >= 3} | {head[i] for i in full if i not in after_full}
+    # a continuation rarely starts the way the file's lines start
+    starts_like_a_line = sum(head[i + 1] in starts for i in full)
+    return top if starts_like_a_line < 0.3 * len(full) else None
 
 
 _HEAD = re.compile(r"\d+")
