@@ -24,7 +24,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("ray", re.compile(r"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("ts", re.compile(r"\[?" + _TS + r"\]?(?: -|:)?\s+")),
     ("kernel", re.compile(r"\[\s*\d+\.\d+\]\s*")),
-    ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:kernel: )?")),
+    # "Jun 10 10:00:00 host kernel: ", "... host python[1234]: ", "... host slurmstepd[88]: "
+    ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:[\w./-]+(?:\[\d+\])?: )?")),
     ("glog", re.compile(r"\[?[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)?(?: +\d+)? ?[\w.]+\.(?:cpp|cc|h|py):\d+\]\s*")),
     ("pylog", re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*(?:\[[\w.]+:\d+:\w+\]\s*)?")),
     ("tag", re.compile(r"\[(?:titan|deepspeed|deepscale)\]\s+")),
