@@ -85,3 +85,28 @@ def test_case(case):
 
 def test_same_rounds_like_the_readme():
     assert same(2.2, 2.247) and same(763, 763.36) and same(5593, 5593.0) and not same(2.2, 2.3)
+
+
+def _labels_of(tmp_path, lines: list[str]) -> list[str]:
+    p = tmp_path / "shaped.log"
+    p.write_text("".join(line + "\n" for line in lines))
+    return sorted({f["kind"] for f in analyze_paths([str(p)])["findings"]})
+
+
+@pytest.mark.skipif(not CASES, reason="shared/logs not present")
+@pytest.mark.parametrize("shape", ["myjob.node-7 [stderr] ", "2024-05-01T10:00:00.123Z stdout F ",
+                                   "Jun 10 10:00:00 gpu-node-3 python[1234]: ", "wrap@120", "wrap@80"])
+def test_labels_survive_other_prefixes_and_terminal_wraps(tmp_path, shape):
+    """The same excerpts behind a prefix nobody listed, or cut by a terminal: the same labels."""
+    wrong = []
+    for subset, case in CASES:
+        lines = (SHARED / subset / case["file"]).read_text(encoding="utf-8", errors="replace").splitlines()
+        if shape.startswith("wrap@"):
+            w = int(shape[5:])
+            lines = [line[i:i + w] for line in lines for i in range(0, max(len(line), 1), w)]
+        else:
+            lines = [shape + line for line in lines]
+        got = _labels_of(tmp_path, lines)
+        if got != sorted(case["expected"]["failures"]):
+            wrong.append((case["file"], got))
+    assert wrong == []
