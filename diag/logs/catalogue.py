@@ -170,11 +170,14 @@ ENTRIES: tuple[Entry, ...] = (
        "remote=[node-0]:29500): Broken pipe",
        "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the "
        "remote server shutdown or crash?",
+       "[rank1]:[W618 10:26:54.029068449 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=105, "
+       "addr=[localhost]:39468, remote=[::ffff:10.0.0.7]:12201): Connection reset by peer",
        "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
        "store by key '0', but store->get('0') got error: Connection reset by peer"),
       # not the benign exit-time warning of a healthy run ("Failed to check the \"should dump\" flag on
       # TCPStore, (maybe TCPStore server has shut down too early)")
-      patterns=(r"(?i)^(?!.*(?:should dump|shut down too early|destroy_process_group))"
+      # nor a client's connect retry ("TCP client failed to connect/validate to host ... - retrying")
+      patterns=(r"(?i)^(?!.*(?:should dump|shut down too early|destroy_process_group|- retrying))"
                 r"(?:.*?)(?:TCPStore|recvValue|recvBytes|sendBytes|c10d|DistStoreError|DistNetworkError|store)\b.*?"
                 r"(?P<reset>Connection reset by peer|Broken pipe|Connection closed by peer|recvValue failed)",
                 r"(?P<reset>Connection was likely closed)\. Did the remote server shutdown or crash"),
