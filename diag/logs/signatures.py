@@ -512,7 +512,8 @@ RULES: list[Rule] = [
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
     Rule("NCCL version", R(r"NCCL version:? (\d+\.\d+\.\d+(?:\+\S+?)?)(?:[,\s]|$)"), _nccl_version),
     Rule("orld", R(r"(?:world[_ ]size|WORLD_SIZE)\s*[=:]?\s*(?P<n>\d+)\b"), _world_size),
-    Rule("dtype", R(r"dtype\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype),
+    Rule("dtype", R(r"(?:dtype|precision)['\"]?\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype,
+         ("precision",)),
     # a precision switch that is on: "--bf16", "bf16=True", "'fp16': True", "fp16: enabled"
     Rule("bf16", R(r"(?<![\w-])-{0,2}['\"]?(bf16|fp16)['\"]?(?:\s*[=:]\s*['\"]?(?:True|true|1|enabled)\b|(?=\s|$))"
                    r"(?!\s*[=:])"), _dtype, ("fp16",)),

@@ -141,3 +141,12 @@ def test_torchrun_max_restarts_resumes_from_checkpoint(tmp_path):
     assert text.count("inject: crash at step 7") == 1, text[-2000:]  # the first attempt only
     assert "resume: from checkpoint" in text and "at step 5" in text
     assert proc.returncode == 0
+
+
+def test_nan_advice_of_a_real_bf16_run_is_not_about_loss_scaling(tmp_path):
+    log = tmp_path / "n.log"
+    _run(tmp_path, "--steps", "12", "--precision", "bf16", "--inject", "nan@6", "--log-file", str(log))
+    proc = subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    f = next(f for f in json.loads(proc.stdout)["findings"] if f["kind"] == "nan_loss")
+    assert f["facts"]["dtype"] == "bfloat16" and "bf16" in f["cause"] and "scaler" not in f["next_step"]
