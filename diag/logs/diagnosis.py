@@ -224,6 +224,10 @@ def _describe(f: dict) -> dict:
     elif kind == "disk_full":
         f["message"] = fa.get("disk_error", "No space left on device") + (
             f" (errno {fa['errno']})" if "errno" in fa else "")
+    elif kind == "sigkill" and "progress_step" in fa:
+        f["message"] = (f"the process was killed (SIGKILL, signal 9) at progress {fa['progress_step']}/"
+                        f"{fa.get('progress_total', '?')}: a bare 'Killed' from the shell, most often the host OOM "
+                        "killer")
     elif kind == "sigbus":
         f["message"] = "a process died of SIGBUS (signal 7, bus error)"
     elif kind == "connection_reset":
@@ -308,7 +312,10 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["host"] = hosts[0]
         fa.pop("pid", None)
         fa.pop("local_rank", None)
-        f["message"] = f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}) on {len(evs)} line(s)"
+        f["message"] = (f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}, "
+                        f"{fa['nccl_return_code_name']}) on {len(evs)} line(s)"
+                        + (f"; peer {fa['peer']}" if fa.get("peer") else "")
+                        + (f": {fa['net_error']}" if fa.get("net_error") else ""))
         shm = next((w.facts["warn_text"] for w in warns if "/dev/shm" in w.facts.get("warn_text", "")), None)
         if kind == "nccl_system_error" and shm:
             fa["shm_error"] = shm[:200]
