@@ -295,6 +295,10 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
         f["endpoint"], f["port"] = f"{a[1]}:{a[2]}", int(a[2])
     if "refused" in msg.lower():
         f["reason"] = "connection refused"
+    j = re.search(r"(\d+)/(\d+) clients joined", msg)
+    if j:
+        f["worker_count"], f["world_size"] = int(j[1]), int(j[2])
+        f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
     return "rendezvous_timeout", f
 
 

@@ -114,3 +114,15 @@ def test_wordings_across_versions(tmp_path, line, kinds):
     log.write_text(line + "\n")
     doc = analyze_paths([str(log)])
     assert {f["kind"] for f in doc["findings"]} == kinds and doc["status"] == "fail"
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Timed out initializing process group in store based barrier on rank: 12, for key: "
+    "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)",
+    "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1792/2048 clients joined.",
+])
+def test_init_barrier_timeouts_say_how_many_ranks_never_joined(tmp_path, line):
+    log = tmp_path / "b.log"
+    log.write_text(line + "\n")
+    (f,) = analyze_paths([str(log)])["findings"]
+    assert f["kind"] == "rendezvous_timeout" and f["facts"]["ranks_not_joined"] == 256
