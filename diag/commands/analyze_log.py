@@ -26,9 +26,12 @@ from llmdiag.exitcodes import ExitCode
 @click.option("--no-progress-minutes", type=click.FloatRange(0.1, 10000), default=None,
               help="With --follow: alert when no step arrives for this long (default [analyze_log] hang_minutes).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warning-severity findings too.")
+@click.option("--fr", "fr_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="PyTorch Flight Recorder dumps (one per rank) to match with the log; default: <log>.fr/ "
+                   "beside the log when present.")
 @output_options()
 def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, on_alert, no_progress_minutes,
-                strict, fmt, output, width, no_color):
+                strict, fr_dir, fmt, output, width, no_color):
     """Analyse training logs: PATHS are files, directories, globs, .gz files or '-' (stdin).
 
     Extracts the training curve, finds anomalies (NaN, spikes, overflow, throughput drops,
@@ -59,6 +62,13 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         return
     from llmdiag.logs.engine import analyze
 
+    if fr_dir is not None:
+        from llmdiag.logs.flight import find_dumps
+
+        if not os.path.isdir(fr_dir):
+            raise UsageError(f"--fr {fr_dir}: no such directory")
+        if not find_dumps(fr_dir)[1]:
+            raise UsageError(f"--fr {fr_dir}: no Flight Recorder dumps in it (files named <prefix><rank>)")
     from llmdiag.logs.compressed import input_findings, looks_binary
     from llmdiag.logs.readers import open_binary
 
@@ -71,7 +81,7 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         import glob
 
         paths = [glob.escape(p) for p in inputs if p not in binary] + (["-"] if "-" in paths else [])
-    doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path))
+    doc, analyzer = analyze(list(paths), settings=settings, spill=bool(csv_path or parquet_path), fr=fr_dir)
     input_findings(doc, binary)
     try:
         _check_and_export(doc, analyzer.table, inputs, csv_path, parquet_path, plot_path)

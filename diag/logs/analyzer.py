@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections import Counter
 import re
 
 import numpy as np
@@ -24,6 +25,10 @@ from llmdiag.logs.unwrap import join_wrapped, needs_continuation
 
 
 _PREFILTERS: dict = {}
+#: kinds whose lines may carry NCCL's "host:pid:tid [dev]" prefix
+_NCCL_LINE_KINDS = frozenset(("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal_error", "nccl_system_error",
+                              "nccl_unhandled_cuda_error", "nccl_remote_error", "ib_completion_error", "sigbus",
+                              "nccl_invalid_argument", "nccl_invalid_usage"))
 
 
 def prefilter_regex(engine: str = "auto"):
@@ -103,13 +108,17 @@ class _ChildFailedBlock:
         ranks = sorted({e["rank"] for e in self.entries if "rank" in e})
         if ranks:
             f["failed_ranks"] = ranks
-        if root:
-            for k_src, k_dst in (("rank", "first_failing_rank"), ("host", "host"), ("exitcode", "exitcode"),
-                                 ("pid", "root_cause_pid"), ("local_rank", "local_rank"), ("time", "time")):
-                if k_src in root:
-                    f[k_dst] = root[k_src]
-            code = root.get("exitcode")
-            sig = root.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
+        # without its Root Cause section (an excerpt cut short) the first listed failure still says how
+        # the worker ended; it is not called the root cause
+        src = root or (self.entries[0] if self.entries else None)
+        if src:
+            for k_src, k_dst in (("rank", "first_failing_rank" if root else "failed_rank"), ("host", "host"),
+                                 ("exitcode", "exitcode"), ("pid", "root_cause_pid" if root else "pid"),
+                                 ("local_rank", "local_rank"), ("time", "time")):
+                if k_src in src:
+                    f[k_dst] = src[k_src]
+            code = src.get("exitcode")
+            sig = src.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
             if sig:
                 f["signal"] = sig
         return f
@@ -138,24 +147,89 @@ class LogAnalyzer:
         self._line_text: str | None = None
         self._templates: dict[str, list[bulk.Template]] = {}
         self._learn_more: dict[str, bool] = {}
+        self._learners: dict[str, prefixes.PrefixLearner] = {}
+        #: files captured from a terminal that cut lines at a fixed width, and the pieces of a cut line
+        self._width: dict[str, int] = {}
+        self._tw: tuple[int, list[str]] | None = None
+        self._tw_file: str = ""
         self._learn_budget: dict[str, int] = {}
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
 
     # -- the reader's consumer ------------------------------------------------------------
+    def prime(self, path: str) -> None:
+        """Learn the file's per-line prefixes from its first lines (all of them, not only candidates)."""
+        if path == "-":
+            return
+        from llmdiag.logs.readers import open_binary
+
+        learner = self._learners.setdefault(path, prefixes.PrefixLearner())
+        try:
+            with open_binary(path) as fh:
+                head = fh.read(PRIME_BYTES)
+        except (OSError, EOFError, ValueError):
+            return
+        lines = head.split(b"\n")[:-1][:PRIME_LINES]
+        for raw in lines:
+            learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message)
+        width = terminal_width([raw.decode("utf-8", "replace").rstrip("\r") for raw in lines])
+        if width:
+            self._width[path] = width
+
+    def normalise(self, file: str, text: str) -> prefixes.Prefix:
+        """A physical line → its prefixes (known shapes, then the ones learned from the file) and message."""
+        pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        learner = self._learners.get(file)
+        if learner is None:
+            learner = self._learners[file] = prefixes.PrefixLearner()
+        msg, cut = learner.strip(pre.message)
+        if cut:
+            again = prefixes.split_prefix(msg)
+            pre = prefixes.Prefix(pre.rank if pre.rank is not None else again.rank, pre.host or again.host,
+                                  pre.ts if pre.ts is not None else again.ts, again.message)
+        if _WIDE_GAP in pre.message:  # a terminal-wrapped line pasted back with its padding
+            pre = pre._replace(message=_PADDING.sub("", pre.message))
+        return pre
+
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        width = self._width.get(file)
+        if width:  # a terminal capture cut at ``width`` columns: a full-width piece continues on the next line
+            piece = text.rstrip("\r\n")
+            if self._tw is not None:
+                first, pieces = self._tw
+                pieces.append(piece)
+                if len(piece) == width and len(pieces) < MAX_WRAPPED:
+                    return 1
+                self._tw = None
+                return self._whole(file, first, "".join(pieces), joined=True)
+            if len(piece) == width:
+                self._tw, self._tw_file = (lineno, [piece]), file
+                return 1
+        return self._whole(file, lineno, text)
+
+    def _whole(self, file: str, lineno: int, text: str, joined: bool = False) -> int:
+        if self._wrap is None and self._block is None and text.count("]:") >= 2:
+            parts = _GLUED.split(text)
+            if len(parts) > 1:  # two ranks' output glued into one line: each part on its own
+                want = 0
+                for part in parts:
+                    want = max(want, self._one(file, lineno, part, glued=True))
+                return want
+        return self._one(file, lineno, text, glued=joined)
+
+    def _one(self, file: str, lineno: int, text: str, glued: bool = False) -> int:
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
-            parts.append(text)
+            parts.append(self.normalise(file, text).message)
             joined = join_wrapped(parts[0], parts[1:])
             if not needs_continuation(joined) or len(parts) > 3:
                 self._wrap = None
                 self._handle(wfile, wline, pre._replace(message=joined))
                 return 0
             return 1
-        pre = prefixes.split_prefix(text.rstrip("\r\n"))
+        pre = self.normalise(file, text)
         if pre.rank is None:
             rank = self._file_rank.get(file, -1)
             if rank == -1:
@@ -169,10 +243,10 @@ class LogAnalyzer:
                 self._close_block()
             else:
                 return 1
-        if "WorkNCCL(" in pre.message and needs_continuation(pre.message):
+        if ("WorkNCCL(" in pre.message or "timeout:" in pre.message) and needs_continuation(pre.message):
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
-        self._line_text = text
+        self._line_text = None if glued else text
         return self._handle(file, lineno, pre)
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
@@ -185,13 +259,14 @@ class LogAnalyzer:
         for kind, facts, m in signatures.match_line(msg):
             rank = pre.rank
             host = pre.host
-            if kind in ("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal_error", "nccl_system_error",
-                        "nccl_unhandled_cuda_error"):
+            if kind in _NCCL_LINE_KINDS:
                 npre = signatures.nccl_prefix(msg)
                 if npre:
                     host = host or npre["host"]
                     facts.setdefault("pid", int(npre["pid"]))
                     facts.setdefault("local_rank", int(npre["dev"]))
+                    if kind == "nccl_rc":
+                        facts["thread"] = f"{npre['host']}:{npre['pid']}:{npre['tid']}"
             body_rank = signatures.find_rank(msg)
             if rank is None:
                 rank = body_rank
@@ -214,7 +289,7 @@ class LogAnalyzer:
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start
-            if kind in ("launcher", "rdzv_context", "dtype"):
+            if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size", "nccl_version"):
                 for k, v in facts.items():
                     if k == "rdzv_backend" and v is None:
                         continue
@@ -387,6 +462,9 @@ class LogAnalyzer:
 
     def finish(self) -> None:
         self.flush()
+        if self._tw is not None:
+            (first, pieces), self._tw = self._tw, None
+            self._whole(self._tw_file, first, "".join(pieces), joined=True)
         if self._wrap is not None:
             wfile, wline, pre, parts = self._wrap
             self._wrap = None
@@ -442,6 +520,41 @@ def _plain_prefilter():
         _PLAIN = prefilter_regex("re")
     return _PLAIN
 
+
+def terminal_width(lines: list[str]) -> int | None:
+    """The column width a terminal capture was cut at: many lines of one length (>= 60), none longer, and
+    what follows a full-width line mostly does not start like it (a continuation, not the next record of a
+    fixed-width format)."""
+    if len(lines) < 8:
+        return None
+    lengths = [len(x) for x in lines]
+    top = max(lengths)
+    full = [i for i, n in enumerate(lengths[:-1]) if n == top]
+    if top < 60 or len(full) < 3 or len(full) < 0.05 * len(lines):
+        return None
+    head = [_HEAD.sub("#", x[:8]) for x in lines]
+    after_full = {i + 1 for i in full}
+    heads = Counter(h for i, h in enumerate(head) if i not in after_full)
+    # line starts: the heads of full-width lines that follow a short one, and frequent heads of lines after a
+    # short one
+    starts = {h for h, n in heads.items() if n >= 3} | {head[i] for i in full if i not in after_full}
+    # a continuation rarely starts the way the file's lines start
+    starts_like_a_line = sum(head[i + 1] in starts for i in full)
+    return top if starts_like_a_line < 0.3 * len(full) else None
+
+
+_HEAD = re.compile(r"\d+")
+
+
+#: pieces of one terminal-wrapped line joined at most
+MAX_WRAPPED = 16
+#: how much of a file's head teaches its per-line prefixes
+PRIME_BYTES = 64 << 10
+PRIME_LINES = 400
+_WIDE_GAP = " " * 24
+_PADDING = re.compile(r"(?<=\S) {24,}(?=\S)")
+#: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
+_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 
 #: progress-line templates per file, learning attempts that may fail per file, and chunks
 #: without a match after which a template (not the last) is dropped

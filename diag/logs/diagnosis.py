@@ -9,77 +9,52 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 
+from llmdiag.logs import catalogue, signatures
 from llmdiag.logs.signatures import Event
 
-ERROR, WARNING = "error", "warning"
-#: kind -> (severity, runbook, probable cause, next step)
-KINDS: dict[str, tuple[str, str, str, str]] = {
-    "nccl_timeout": (ERROR, "nccl-timeout", "a rank stopped joining collectives (straggler, hang, dead link) "
-                     "and the others waited past the timeout", "find the culprit rank below and check its node, "
-                     "GPU and links; rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000"),
-    "nccl_heartbeat_stuck": (ERROR, "nccl-heartbeat-stuck", "the NCCL watchdog thread itself hung (a CUDA/NCCL "
-                             "call blocked)", "collect py-spy/gdb stacks of the stuck rank; check GPU health"),
-    "nccl_communicator_aborted": (ERROR, "nccl-communicator-aborted", "the communicator was aborted after an "
-                                  "earlier error on this or another rank", "look for the first error before it"),
-    "nccl_internal_error": (ERROR, "nccl-internal-error", "NCCL hit an internal error (often bootstrap or "
-                            "network plugin trouble)", "rerun with NCCL_DEBUG=INFO and read the first WARN"),
-    "nccl_system_error": (ERROR, "nccl-system-error", "a socket or system call inside NCCL failed (network, "
-                          "interface, firewall)", "check NCCL_SOCKET_IFNAME and connectivity between the nodes"),
-    "nccl_unhandled_cuda_error": (ERROR, "nccl-unhandled-cuda-error", "a CUDA call made by NCCL failed",
-                                  "check the GPU (nvidia-smi, dmesg Xid) and the driver/CUDA versions"),
-    "nccl_warn": (WARNING, "nccl-warn", "NCCL printed warnings", "read the first NCCL WARN line"),
-    "cuda_oom": (ERROR, "cuda-oom", "the GPU ran out of memory", "lower the micro batch / sequence length, "
-                 "enable activation checkpointing, or shard more (llmdiag estimate-memory)"),
-    "cuda_error": (ERROR, "cuda-error", "a CUDA runtime error (kernel fault, driver problem)",
-                   "rerun with CUDA_LAUNCH_BLOCKING=1; check dmesg for Xid"),
-    "ecc_xid": (ERROR, "ecc-xid", "a GPU hardware fault (ECC / Xid)", "drain the node and run the vendor diagnostics"),
-    "rendezvous_address_in_use": (ERROR, "rendezvous-address-in-use", "the store port is taken (another job or "
-                                  "a leftover process)", "pick a free MASTER_PORT or kill the old process"),
-    "rendezvous_timeout": (ERROR, "rendezvous-timeout", "workers could not reach the rendezvous store in time",
-                           "check MASTER_ADDR/port reachability (llmdiag preflight) and that all nodes started"),
-    "gloo_timeout": (ERROR, "nccl-timeout", "a gloo collective timed out waiting for a peer rank (a rank "
-                     "stopped participating, or the network between them is blocked)",
-                     "find the rank that did not reach the collective (its log ends first)"),
-    "child_failed": (ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
-                     "read the root-cause rank's own log (its first error)"),
-    "sigkill": (ERROR, "worker-sigkill", "a worker was killed with SIGKILL (often the host OOM killer)",
-                "check `dmesg | grep -i oom` and host memory use"),
-    "sigabrt": (ERROR, "worker-sigabrt", "a worker aborted (often after an NCCL watchdog error or a C++ "
-                "exception)", "look for the error printed just before the abort"),
-    "segfault": (ERROR, "worker-segfault", "a worker crashed with a segmentation fault",
-                 "get a core dump / faulthandler stack; check extension and library versions"),
-    "slurm_time_limit": (ERROR, "slurm-time-limit", "Slurm cancelled the job at its time limit",
-                         "raise --time or resume from the last checkpoint"),
-    "python_exception": (ERROR, "python-exception", "the training script raised an exception",
-                         "read the exception and the last frames of its traceback"),
-    "nan_loss": (ERROR, "nan-loss", "the loss became NaN/Inf (divergence or fp16 overflow)",
-                 "restart from the last good checkpoint with a lower LR / clipping; inspect the batch"),
-    "nan_grad_norm": (ERROR, "nan-loss", "the gradient norm became NaN/Inf", "enable anomaly detection on the "
-                      "failing steps; check fp16 loss scaling"),
-    "zero_loss": (ERROR, "zero-loss", "the loss is exactly zero (steps skipped or labels masked out)",
-                  "check the labels / loss mask and the skipped-step counters"),
-    "loss_spike": (WARNING, "loss-spike", "the loss jumped well above its recent baseline",
-                   "inspect the data around the spike; consider lower LR or tighter clipping"),
-    "grad_norm_explosion": (ERROR, "grad-norm-explosion", "the gradient norm grew by orders of magnitude",
-                            "lower the LR, clip gradients, check for bad batches"),
-    "grad_norm_spike": (WARNING, "grad-norm-explosion", "the gradient norm jumped well above its median",
-                        "watch the loss; inspect the batches at those steps"),
-    "grad_overflow": (WARNING, "grad-overflow", "fp16 gradients overflowed and steps were skipped",
-                      "prefer bf16, or check the loss scaler's settings and the LR"),
-    "throughput_drop": (WARNING, "throughput-drop", "steps became much slower during steady training",
-                        "check for a straggler node, thermal throttling, data loading or checkpoint I/O"),
-    "hang_no_progress": (ERROR, "hang-no-progress", "training output stopped without an error",
-                         "dump the stacks of every rank (py-spy dump); look for the rank that is not in a collective"),
-}
+ERROR, WARNING = catalogue.ERROR, catalogue.WARNING
+#: kind -> (severity, runbook, probable cause, next step): from the catalogue (llmdiag.logs.catalogue)
+KINDS: dict[str, tuple[str, str, str, str]] = catalogue.kinds()
 #: root-cause priority: hardware first, then resources, communication, launcher, symptoms
-PRIORITY = ["ecc_xid", "cuda_oom", "cuda_error", "nccl_unhandled_cuda_error", "nccl_system_error",
-            "nccl_internal_error", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
+PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "dataloader_worker_killed", "cuda_error",
+            "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
+            "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_time_limit", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout", "hang_no_progress",
+            "slurm_time_limit", "collective_hang", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
+            "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
+#: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
+_VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
+                 "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
+#: an exception that only reports that a peer went away
+_ECHO_EXC = re.compile(r"(?i)connection (?:reset|closed|refused)|broken pipe|closed by peer|peer .* (?:exited|died)")
+#: NCCL's error kinds by return code
+NCCL_RC_KINDS = {v[1]: n for n, v in catalogue.NCCL_RETURN_CODES.items() if v[1]}
+
+
+def _chain_kinds(rcs: list[Event]) -> dict[str, list[Event]]:
+    """NCCL return-code chains (``NCCL INFO file.cc:N -> rc`` lines of one thread, in order): a chain is
+    named by the code it ends in, and a 2 anywhere in it means a system call failed (README vocabulary)."""
+    by_thread: dict = defaultdict(list)
+    for e in sorted(rcs, key=lambda e: (e.file, e.line)):
+        by_thread[(e.file, e.facts.get("thread") or e.host)].append(e)
+    out: dict[str, list[Event]] = defaultdict(list)
+    for evs in by_thread.values():
+        chain: list[Event] = []
+        for i, e in enumerate(evs):
+            chain.append(e)
+            nxt = evs[i + 1] if i + 1 < len(evs) else None
+            if nxt is None or nxt.line - e.line > 20:
+                codes = [c.facts["nccl_return_code"] for c in chain]
+                out[catalogue.NCCL_RETURN_CODES[codes[-1]][1]].append(chain[-1])
+                if 2 in codes and codes[-1] != 2:
+                    out["nccl_system_error"].append(next(c for c in chain if c.facts["nccl_return_code"] == 2))
+                chain = []
+    return out
 
 
 def _base(kind: str, ev: Event | None = None, **kw) -> dict:
@@ -94,7 +69,7 @@ def _base(kind: str, ev: Event | None = None, **kw) -> dict:
     return d
 
 
-def _timeouts(evs: list[Event]) -> dict | None:
+def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     works = [e for e in evs if e.kind == "nccl_timeout"]
     status = [e for e in evs if e.kind == "nccl_timeout_status"]
     if not works and not status:
@@ -145,7 +120,23 @@ def _timeouts(evs: list[Event]) -> dict | None:
         low = min(enqueued.values())
         culprits = sorted(r for r, v in enqueued.items() if v == low)
         why = f"rank(s) {culprits} had not yet enqueued collective {work} (last enqueued {low}): they never reached it"
-    elif len(set(seqs.values())) > 1:
+    # the same collective (SeqNum) but a different op or size on some ranks: their code paths diverged
+    at_seq: dict[int, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for r, p in per_rank.items():
+        if isinstance(p.get("seq_num"), int) and "op_type" in p:
+            at_seq[p["seq_num"]][(p["op_type"], p.get("numel_in"))].append(r)
+    split = next(((q, sides) for q, sides in at_seq.items() if len(sides) > 1), None)
+    if split is not None and not culprits:
+        q, sides = split
+        ordered = sorted(sides.items(), key=lambda kv: (len(kv[1]), kv[1]))
+        facts["collective_mismatch"] = [{"op_type": op, "numel_in": n, "ranks": sorted(rs)} for (op, n), rs in
+                                        sorted(sides.items(), key=lambda kv: kv[1])]
+        culprits = sorted(ordered[0][1])
+        desc = "; ".join(f"rank(s) {sorted(rs)} in {op}" + (f" ({n} elements)" if n is not None else "")
+                         for (op, n), rs in sorted(sides.items(), key=lambda kv: kv[1]))
+        why = (f"the ranks wait in different collectives at the same SeqNum {q} ({desc}): their code paths "
+               f"diverged")
+    if not culprits and len(set(seqs.values())) > 1:
         common = Counter(seqs.values()).most_common(1)[0][0]
         odd = sorted(r for r, v in seqs.items() if v != common)
         others = sorted(r for r in seqs if r not in odd)
@@ -154,20 +145,38 @@ def _timeouts(evs: list[Event]) -> dict | None:
         culprits = odd
         why = f"rank(s) {odd} wait in a different collective (SeqNum {[seqs[r] for r in odd]}) than the others " \
               f"({common}): the ranks are out of step"
+    extra = extra or {}
+    world = extra.get("world_size")
+    seen = set(extra.get("ranks_seen", ())) | set(reporting)
     if reporting:
-        world = max(reporting) + 1
-        absent = [r for r in range(world) if r not in reporting]
-        if absent and not culprits:
+        upto = world if isinstance(world, int) else max(reporting) + 1
+        absent = [r for r in range(upto) if r not in reporting]
+        # a rank missing from an excerpt is not a straggler: only when the world size is known and the
+        # log holds lines of every rank does "did not report" mean "was not waiting"
+        covers_all = isinstance(world, int) and seen >= set(range(world))
+        if absent and covers_all and not culprits:
             culprits = absent
-            why = f"rank(s) {absent} never reported the timeout: they were not waiting in the collective"
+            why = f"rank(s) {absent} printed other lines but never reported the timeout: they were not waiting " \
+                  f"in the collective"
+        not_covered = sorted(r for r in absent if r not in seen)
+        if not_covered:
+            facts["ranks_not_in_excerpt"] = not_covered
     if culprits:
         facts["suspect_ranks"] = culprits
+        facts["suspect_reason"] = why
         f["cause"] = why + "; the reporting ranks are likely victims"
         f["next_step"] = f"check rank {culprits[0]}'s node first (its log, GPU, network links)"
+    elif reporting:
+        f["next_step"] = ("no rank stands out in this excerpt: collect the logs of every rank (or Flight Recorder "
+                          "dumps, --fr) to find the one that did not reach the collective")
     f["count"] = len(works) + len(status)
     op = facts.get("op_type", "?")
     f["message"] = (f"NCCL watchdog timeout in {op} (SeqNum {facts.get('seq_num', '?')}, "
                     f"timeout {facts.get('timeout_ms', '?')} ms) reported by {len(reporting) or 1} rank(s)")
+    if culprits:
+        f["message"] += f"; suspect rank(s) {culprits}: {why}"
+    if facts.get("ranks_not_in_excerpt"):
+        f["message"] += f"; rank(s) {facts['ranks_not_in_excerpt']} are not in this excerpt"
     return f
 
 
@@ -186,12 +195,79 @@ def _collapse(kind: str, evs: list[Event], message: str | None = None) -> dict:
     return f
 
 
+def _describe(f: dict) -> dict:
+    """The message and cause of a finding from what its lines say (status numbers, signals, pids)."""
+    fa, kind = f["facts"], f["kind"]
+    if kind == "ib_completion_error" and "ib_status" in fa:
+        f["message"] = (f"InfiniBand completion error: status {fa['ib_status']} ({fa.get('ib_status_name')})"
+                        + (f", vendor err {fa['vendor_err']}" if "vendor_err" in fa else "")
+                        + (f" from peer {fa['peer']}" if "peer" in fa else "") + (f" on {fa['host']}" if "host" in fa
+                                                                                else ""))
+        f["cause"] = f"the transport reported: {fa.get('ib_status_meaning')}"
+    elif kind == "host_oom_kill":
+        f["message"] = (f"the kernel OOM killer killed pid {fa.get('killed_pid', '?')} ({fa.get('process', '?')})"
+                        + (f", {fa['anon_rss_kb'] / 2**20:.1f} GiB resident" if isinstance(fa.get("anon_rss_kb"), int)
+                           else ""))
+    elif kind == "dataloader_worker_killed":
+        sig = fa.get("worker_signal")
+        f["message"] = "a DataLoader worker died" + (f" (signal: {sig})" if sig else " unexpectedly")
+        low = (sig or "").lower()
+        if "bus" in low:
+            f["cause"] = "a DataLoader worker died of a bus error: shared memory (/dev/shm) ran out"
+            f["next_step"] = "give the container a larger /dev/shm (--shm-size / --ipc=host) or fewer workers"
+        elif "kill" in low:
+            f["cause"] = "a DataLoader worker was killed (SIGKILL): most often the host OOM killer"
+            f["next_step"] = "lower num_workers / prefetch_factor and the per-worker memory; check dmesg for oom-kill"
+        elif "segmentation" in low:
+            f["cause"] = "a DataLoader worker crashed in native code (a bad sample or a decoding library)"
+            f["next_step"] = "rerun with num_workers=0 to get the traceback of the failing sample"
+    elif kind == "disk_full":
+        f["message"] = fa.get("disk_error", "No space left on device") + (
+            f" (errno {fa['errno']})" if "errno" in fa else "")
+    elif kind == "sigkill" and "progress_step" in fa:
+        f["message"] = (f"the process was killed (SIGKILL, signal 9) at progress {fa['progress_step']}/"
+                        f"{fa.get('progress_total', '?')}: a bare 'Killed' from the shell, most often the host OOM "
+                        "killer")
+    elif kind == "sigbus":
+        f["message"] = "a process died of SIGBUS (signal 7, bus error)"
+    elif kind == "connection_reset":
+        f["message"] = f"the c10d store connection broke ({fa.get('reset', 'connection reset')})"
+    elif kind == "cuda_error" and "cuda_error_cause" in fa:
+        f["message"] = f"CUDA error: {fa.get('cuda_error')} ({fa.get('cuda_error_name')})"
+        f["cause"] = fa["cuda_error_cause"]
+    elif kind == "ecc_xid" and "xid" in fa:
+        origin = fa.get("xid_origin")
+        xids = fa.get("xids") or [fa["xid"]]
+        shown = fa["xid"]
+        if len(xids) > 1:  # the worst origin decides: hardware over driver over application
+            rank_of = {"hardware": 0, "driver": 1, "application": 2}
+            worst = min(xids, key=lambda x: rank_of.get(catalogue.XIDS.get(x, ("", "driver", ""))[1], 1))
+            known = catalogue.XIDS.get(worst)
+            shown = worst
+            if known:
+                fa["xid_name"], origin, fa["xid_action"] = known
+                fa["xid_origin"] = origin
+            fa["xid_origins"] = {str(x): catalogue.XIDS.get(x, ("", "unknown", ""))[1] for x in xids}
+        f["message"] = (f"NVIDIA Xid {', '.join(map(str, xids))}" + (f" (worst: {fa['xid_name']}, {origin})" if
+                        origin and len(xids) > 1 else f" ({fa['xid_name']}, {origin})" if origin else ""))
+        if origin == "application":
+            f["cause"] = (f"Xid {', '.join(map(str, xids))} ({fa.get('xid_name')}) usually comes from the application's own kernel "
+                          "(an illegal address), not from faulty hardware")
+            f["next_step"] = fa.get("xid_action", KINDS[kind][3])
+        elif origin:
+            f["cause"] = f"Xid {shown} ({fa.get('xid_name')}): a {origin} fault" + (
+                f"; the others ({', '.join(str(x) for x in xids if x != shown)}) follow from it or from the job"
+                if len(xids) > 1 else "")
+            f["next_step"] = fa.get("xid_action", KINDS[kind][3])
+    return f
+
+
 def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     by: dict[str, list[Event]] = defaultdict(list)
     for e in events:
         by[e.kind].append(e)
     out: list[dict] = []
-    t = _timeouts(by.pop("nccl_timeout", []) + by.pop("nccl_timeout_status", []))
+    t = _timeouts(by.pop("nccl_timeout", []) + by.pop("nccl_timeout_status", []), extra)
     if t:
         out.append(t)
     warns = by.pop("nccl_warn", [])
@@ -211,11 +287,9 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     rcs = by.pop("nccl_rc", [])
     tests = by.pop("nccl_test_failure", [])
     pids = by.pop("nccl_test_pid", [])
-    if rcs:
-        code = Counter(e.facts["nccl_return_code"] for e in rcs).most_common(1)[0][0]
-        kind = {1: "nccl_unhandled_cuda_error", 2: "nccl_system_error", 3: "nccl_internal_error"}[code]
-        by[kind].extend(e for e in rcs if e.facts["nccl_return_code"] == code)
-    for kind in ("nccl_internal_error", "nccl_system_error", "nccl_unhandled_cuda_error"):
+    for kind, evs in _chain_kinds(rcs).items():
+        by[kind].extend(evs)
+    for kind in NCCL_RC_KINDS:
         evs = sorted(by.pop(kind, []), key=lambda e: (e.file, e.line))
         if not evs:
             continue
@@ -223,8 +297,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         fa = f["facts"]
         if kind == "nccl_unhandled_cuda_error" and any("cuda_failure_code" in e.facts for e in evs):
             fa["cuda_failure_code"] = next(e.facts["cuda_failure_code"] for e in evs if "cuda_failure_code" in e.facts)
-        fa.setdefault("nccl_return_code", {"nccl_internal_error": 3, "nccl_system_error": 2,
-                                           "nccl_unhandled_cuda_error": 1}[kind])
+        fa["nccl_return_code"] = NCCL_RC_KINDS[kind]
+        fa["nccl_return_code_name"] = catalogue.NCCL_RETURN_CODES[NCCL_RC_KINDS[kind]][0]
+        for k in ("thread", "site", "from_rank"):
+            fa.pop(k, None)
+        for e in rcs:
+            if "proxy_retcode" in e.facts:
+                fa.setdefault("proxy_retcode", e.facts["proxy_retcode"])
         for w in warns:
             if "peer" in w.facts:
                 fa.setdefault("peer", w.facts["peer"])
@@ -233,7 +312,17 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["host"] = hosts[0]
         fa.pop("pid", None)
         fa.pop("local_rank", None)
-        f["message"] = f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}) on {len(evs)} line(s)"
+        f["message"] = (f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}, "
+                        f"{fa['nccl_return_code_name']}) on {len(evs)} line(s)"
+                        + (f"; peer {fa['peer']}" if fa.get("peer") else "")
+                        + (f": {fa['net_error']}" if fa.get("net_error") else ""))
+        shm = next((w.facts["warn_text"] for w in warns if "/dev/shm" in w.facts.get("warn_text", "")), None)
+        if kind == "nccl_system_error" and shm:
+            fa["shm_error"] = shm[:200]
+            f["cause"] = ("NCCL could not create its shared-memory segment in /dev/shm: /dev/shm is too small "
+                          "(a container's default is 64 MiB)")
+            f["next_step"] = "give the container a larger /dev/shm (--shm-size / --ipc=host); NCCL_SHM_DISABLE=1 " \
+                             "as a stopgap"
         out.append(f)
     if tests or pids:
         if not any(f["kind"].startswith("nccl_") and f["kind"].endswith("error") for f in out):
@@ -258,6 +347,19 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         for k in ("local_rank", "cuda_failure", "warn_text"):
             f["facts"].pop(k, None)
         fa = f["facts"]
+        others = fa.get("oom_other_processes") or []
+        if len(others) >= 2:
+            gpu = fa.get("oom_gpu_index", "?")
+            f["cause"] = (f"{len(others) + 1} processes hold memory on GPU {gpu}: several ranks were placed on one GPU "
+                          "(a device-selection bug), so none of them has the whole GPU")
+            f["next_step"] = ("call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before any CUDA work, and "
+                              "pass device_ids/to(device) consistently; do not lower the batch size for this")
+        elif others and fa.get("oom_process_in_use_gib") is not None:
+            used = sum(p["gib"] or 0 for p in others)
+            if used > fa["oom_process_in_use_gib"]:
+                f["cause"] = (f"another process uses {used:.2f} GiB of this GPU, more than this process "
+                              f"({fa['oom_process_in_use_gib']:.2f} GiB)")
+                f["next_step"] = "find and stop the other process (nvidia-smi), or give this job its own GPU"
         size = fa.get("oom_tried_to_allocate_gib")
         f["message"] = ("CUDA out of memory" + (f" (tried to allocate {size:.2f} GiB)" if size else "")
                         + (f" on GPU {fa['oom_gpu_index']}" if "oom_gpu_index" in fa else ""))
@@ -268,14 +370,16 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         fa = f["facts"]
         if "first_failing_rank" in fa:
             f["rank"] = fa["first_failing_rank"]
-        f["message"] = (f"torchrun ChildFailedError: root cause rank {fa.get('first_failing_rank', '?')}"
-                        f" exit code {fa.get('exitcode', '?')}" + (f" ({fa['signal']})" if fa.get("signal") else ""))
+        who = (f"root cause rank {fa['first_failing_rank']}" if "first_failing_rank" in fa else
+               f"failed rank(s) {fa['failed_ranks']}" if fa.get("failed_ranks") else "root cause rank ?")
+        f["message"] = (f"torchrun ChildFailedError: {who} exit code {fa.get('exitcode', '?')}"
+                        + (f" ({fa['signal']})" if fa.get("signal") else ""))
         out.append(f)
         code = fa.get("exitcode")
-        sk = {-9: "sigkill", -6: "sigabrt", -11: "segfault"}.get(code)
+        sk = signatures.SIGNAL_KIND.get(-code) if isinstance(code, int) else None
         if sk and not by.get(sk):
             by[sk].append(Event(sk, f["file"], f["line"], f"worker exited with {fa.get('signal')}",
-                                fa.get("first_failing_rank"), fa.get("host"), f["ts"],
+                                fa.get("first_failing_rank", fa.get("failed_rank")), fa.get("host"), f["ts"],
                                 {k: fa[k] for k in ("exitcode", "signal", "root_cause_pid", "host") if k in fa}))
     ovs = by.pop("overflow", [])
     if ovs:
@@ -288,6 +392,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["loss_scale_first"] = att[0]
         if new:
             fa["loss_scale_last"] = new[-1]
+            fa["loss_scale_min"] = min(new)
         fa["hysteresis_message"] = any(e.facts.get("hysteresis") for e in ovs)
         for k in ("attempted_loss_scale", "new_loss_scale", "hysteresis"):
             fa.pop(k, None)
@@ -298,7 +403,11 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
-            out.append(_collapse(kind, sorted(evs, key=lambda e: e.line)))
+            f = _collapse(kind, sorted(evs, key=lambda e: e.line))
+            xids = list(dict.fromkeys(e.facts["xid"] for e in evs if "xid" in e.facts))
+            if kind == "ecc_xid" and xids:
+                f["facts"]["xids"] = xids
+            out.append(_describe(f))
     for f in out:
         if f["kind"] in ("rendezvous_address_in_use", "rendezvous_timeout"):
             for k in ("rdzv_backend", "launcher_cmd"):
@@ -306,19 +415,35 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     f["facts"].setdefault(k, extra[k])
     errors = [f for f in out if f["severity"] == ERROR]
     if exc:
-        last = exc[-1]
+        # one exception per rank (its first); a peer's "connection reset" is an echo of the rank that died
+        by_rank: dict = {}
+        for e in exc:
+            by_rank.setdefault(e.rank, e)
+        per_rank = {str(r): f"{e.facts['exception_type']}: {e.facts['exception_message']}"[:200]
+                    for r, e in by_rank.items() if r is not None}
+        causes = [e for e in by_rank.values() if not _ECHO_EXC.search(e.facts.get("exception_message", ""))]
+        last = exc[-1] if len(by_rank) <= 1 else min(causes or list(by_rank.values()), key=lambda e: (e.file, e.line))
         if not errors:
             f = _base("python_exception", last)
+            if len(per_rank) > 1:
+                f["facts"]["exceptions_by_rank"] = per_rank
             f["message"] = f"{last.facts['exception_type']}: {last.facts['exception_message']}"[:300]
             out.append(f)
         else:
-            # the error the exception reports: of the same rank (or none known), at or before it
-            near = [f for f in errors if f.get("file") == last.file and (f.get("line") or 0) <= last.line
-                    and (f.get("rank") is None or last.rank is None or f.get("rank") == last.rank)]
-            tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
-            if tgt.get("rank") is None or last.rank is None or tgt.get("rank") == last.rank:
-                tgt["facts"].setdefault("exception_type", last.facts["exception_type"])
-                tgt["facts"].setdefault("exception_message", last.facts["exception_message"])
+            # each rank's last exception tells the error it reports: of the same rank (or none known), at or
+            # before it
+            last_of: dict = {}
+            for e in exc:
+                last_of[e.rank] = e
+            for ex in sorted(last_of.values(), key=lambda e: (e.file, e.line)):
+                near = [f for f in errors if f.get("file") == ex.file and (f.get("line") or 0) <= ex.line
+                        and (f.get("rank") is None or ex.rank is None or f.get("rank") == ex.rank)]
+                tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
+                if tgt.get("rank") is None or ex.rank is None or tgt.get("rank") == ex.rank:
+                    tgt["facts"].setdefault("exception_type", ex.facts["exception_type"])
+                    tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
+            if len(per_rank) > 1:
+                errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
     return out
 
 
@@ -347,7 +472,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     t = an.table
     rank = t.primary_rank()
     ser = t.series_of(rank)
-    findings = findings_from_events(an.events, an.extra)
+    seen = {e.rank for e in an.events if e.rank is not None} | {r for r in t.ranks() if r is not None}
+    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen})
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if nan is not None:
@@ -380,6 +506,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         f = _base(a["kind"])
         f.update({k: a[k] for k in ("rank", "step", "line", "file", "message", "facts", "ts")})
         findings.append(f)
+    _precision_advice(findings, an.extra.get("dtype"), ser)
     for f in findings:
         f["facts"] = {k: _clean(v) for k, v in f["facts"].items()}
     findings.sort(key=lambda f: (f["ts"] is None, f["ts"] or 0, f["file"] or "", f["line"] or 0))
@@ -387,10 +514,18 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     roots = sorted((f for f in findings), key=lambda f: PRIORITY.index(f["kind"]))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
+    # the rank that failed first: the Root Cause of a torchrun summary, else the first error on a known rank
+    # that is not a victim's report (every rank reports a timeout or an abort; the first to do so is
+    # only the first to report)
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
-        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None), None)
+        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
+              and f["kind"] not in _VICTIM_KINDS), None)
+    timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
+    for k in ("torch_version", "dtype", "nccl_version"):
+        if k in an.extra:
+            facts.setdefault(k, an.extra[k])
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
@@ -399,10 +534,64 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_fail["rank"] if first_fail else None,
+        "first_reporting_rank": timeout["facts"].get("first_reporting_rank") if timeout else None,
+        "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
+        "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
+        "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],
         "facts": facts, "steps": steps, "steps_total": len(t),
         "read": {"bytes": stats.bytes_read, "lines": stats.lines, "candidate_lines": stats.candidate_lines,
                  "problems": stats.problems, "elapsed_s": round(elapsed_s, 3)},
     }
+
+
+def _precision_advice(findings: list[dict], dtype: str | None, ser) -> None:
+    """NaN advice that fits the run's precision: a loss scaler only exists with fp16."""
+    scaled = any(f["kind"] == "grad_overflow" for f in findings) or (
+        ser is not None and ser.metrics.summary().get("loss_scale_last") is not None)
+    precision = dtype or ("float16" if scaled else None)
+    for f in findings:
+        if f["kind"] not in ("nan_loss", "nan_grad_norm"):
+            continue
+        if precision:
+            f["facts"].setdefault("dtype", precision)
+        if precision == "bfloat16":
+            f["cause"] = (KINDS[f["kind"]][2] + "; the run is bf16, which has fp32's range: not a loss-scaling "
+                          "overflow but divergence (learning rate, a bad batch) or an inf/NaN produced by an op")
+            f["next_step"] = ("restart from the last good checkpoint with a lower LR or tighter clipping; find the "
+                              "batch at that step; enable anomaly detection on it")
+        elif precision == "float16":
+            f["cause"] = KINDS[f["kind"]][2] + "; the run is fp16: most likely an overflow the loss scaler did not catch"
+            f["next_step"] = ("check the loss scaler (initial scale, hysteresis, min scale) or switch to bf16; lower "
+                              "the LR if the scale keeps falling")
+
+
+def join_flight_recorder(doc: dict, fr: dict, directory: str) -> None:
+    """Put a Flight Recorder analysis (llmdiag.logs.flight) into the log's document: its suspects become
+    the timeout's suspects (the dumps see every rank, the log excerpt may not)."""
+    fr = dict(fr, dir=directory)
+    doc["flight_recorder"] = fr
+    if not fr.get("suspect_ranks"):
+        return
+    note = "Flight Recorder: " + fr["reason"] + (
+        f" (partial: no dump from rank(s) {fr['ranks_missing']})" if fr.get("partial") and fr["ranks_missing"]
+        != fr["suspect_ranks"] else "")
+    target = next((f for f in doc["findings"] if f["kind"] in ("nccl_timeout", "gloo_timeout", "hang_no_progress")),
+                  None)
+    if target is None:
+        target = _base("collective_hang", message=note, file=directory)
+        doc["findings"].append(target)
+        doc["status"] = "fail"
+    else:
+        target["message"] += "; " + note
+    target["facts"]["suspect_ranks"] = fr["suspect_ranks"]
+    target["facts"]["suspect_reason"] = note
+    target["cause"] = note
+    target["next_step"] = f"check rank {fr['suspect_ranks'][0]}: its stack and code path at that collective"
+    doc["suspect_ranks"], doc["suspect_reason"] = fr["suspect_ranks"], note
+    doc["facts"].setdefault("suspect_ranks", fr["suspect_ranks"])
+    roots = sorted(doc["findings"], key=lambda f: PRIORITY.index(f["kind"]))
+    doc["root_causes"] = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
+                           "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
 
 
 def _clean(v):

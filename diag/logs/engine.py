@@ -7,12 +7,13 @@ import time
 from llmdiag.logs import config as cfg
 from llmdiag.logs import parallel
 from llmdiag.logs.analyzer import LogAnalyzer, prefilter_regex
-from llmdiag.logs.diagnosis import build_document
+from llmdiag.logs import flight
+from llmdiag.logs.diagnosis import build_document, join_flight_recorder
 from llmdiag.logs.readers import ReadStats, resolve, scan
 
 
 def analyze(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None,
-            spill: bool = False):
+            spill: bool = False, fr: str | None = None):
     """Read ``paths``; return the ``log-analysis`` document and the analyzer.
 
     With ``spill=True`` the analyzer's step table keeps every record in a temporary file for
@@ -29,9 +30,18 @@ def analyze(paths: list[str], *, settings=None, chunk: int | None = None, worker
         if (workers is None or workers > 1) and parallel.worth_splitting(f):
             parallel.scan_parallel(f, analyzer, stats, workers=workers, chunk=chunk)
             continue
+        analyzer.prime(f)
         scan(f, rx, analyzer, stats, **kw)
         analyzer.finish()
-    return build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0), analyzer
+    doc = build_document(analyzer, stats, settings, elapsed_s=time.monotonic() - t0)
+    fr_dir = fr or next((d for d in map(flight.beside, files) if d), None)
+    if fr_dir:
+        dumps, problems = flight.read_dir(fr_dir)
+        doc["read"]["problems"].extend(problems)
+        if dumps:
+            ws = analyzer.extra.get("world_size")
+            join_flight_recorder(doc, flight.analyze(dumps, ws if isinstance(ws, int) else None), fr_dir)
+    return doc, analyzer
 
 
 def analyze_paths(paths: list[str], *, settings=None, chunk: int | None = None, workers: int | None = None) -> dict:

@@ -21,7 +21,7 @@ NUM = (r"[-+]?(?:nan|NaN|NAN|-?inf|Inf|INF|infinity|"
 ALIASES: dict[str, str] = {}
 for canon, names in {
     "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
-             "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step"],
+             "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs"],
     "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
                  "validation_loss"],
     "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step"],
@@ -65,6 +65,8 @@ _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s
 _LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
 _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
+#: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)"
+_BRACKET_STEP = re.compile(r"\]\s+\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
 
 
 def to_float(text: str) -> float | None:
@@ -148,12 +150,14 @@ def parse_progress(msg: str) -> dict | None:
         rec[canon] = v
     if "loss" not in rec and "val_loss" not in rec:
         return None
-    if "train_runtime" in msg or "train_steps_per_second" in msg:
-        return None  # HF Trainer's end-of-training summary, not a step
+    if "train_runtime" in msg or "train_steps_per_second" in msg or "Averaged stats" in msg:
+        return None  # an end-of-training / end-of-epoch summary (HF Trainer, MetricLogger), not a step
     if "step" not in rec and "iter" not in rec:
         bar = _EPOCH_STEP.search(msg) if "Epoch " in msg else None
         if bar:
             rec["iter"] = int(bar["it"])
+        elif "/" in msg and (br := _BRACKET_STEP.search(msg)):
+            rec["iter"] = int(br["it"])
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     if _EVAL_LINE.match(msg):

@@ -55,6 +55,7 @@ def _work(args):
     # template is valid anywhere in the file, so the result is the same)
     if _TEMPLATES.get(path):
         an._templates[path] = list(_TEMPLATES[path])
+    an.prime(path)
     fd, raw_path = tempfile.mkstemp(prefix="range-", suffix=".pkl", dir=spill_dir)
     an.raw = os.fdopen(fd, "wb")
     kw = {"chunk": chunk} if chunk else {}

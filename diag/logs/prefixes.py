@@ -24,7 +24,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("ray", re.compile(r"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("ts", re.compile(r"\[?" + _TS + r"\]?(?: -|:)?\s+")),
     ("kernel", re.compile(r"\[\s*\d+\.\d+\]\s*")),
-    ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:kernel: )?")),
+    # "Jun 10 10:00:00 host kernel: ", "... host python[1234]: ", "... host slurmstepd[88]: "
+    ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:[\w./-]+(?:\[\d+\])?: )?")),
     ("glog", re.compile(r"\[?[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)?(?: +\d+)? ?[\w.]+\.(?:cpp|cc|h|py):\d+\]\s*")),
     ("pylog", re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*(?:\[[\w.]+:\d+:\w+\]\s*)?")),
     ("tag", re.compile(r"\[(?:titan|deepspeed|deepscale)\]\s+")),
@@ -88,3 +89,58 @@ def split_prefix(line: str) -> Prefix:
             progressed = True
             break
     return Prefix(rank, host, ts, line[pos:])
+
+
+#: a token a launcher or log collector puts in front of every line: a bracketed tag (``[stderr]``,
+#: ``<stdout>``), a container runtime's stream (``stdout F``), or a name with a digit or a dot
+#: (``job.node-3``, ``pod-7f9c``, ``10.0.0.3``), optionally followed by docker compose's `` | ``; never a
+#: quoted or braced value, an exception name or a plain word
+_TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?"
+                  r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?: +\| ?| +)")
+_NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)")
+_DIGITS = re.compile(r"\d+")
+#: NCCL's own "host:pid:tid [dev] " header carries the host and the device: read, never stripped
+_NCCL_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] ")
+
+
+class PrefixLearner:
+    """Per-line prefixes of any shape, learned from the file: the run of tag-like tokens that
+    starts a large share of its lines (digits generalised, so ``node-3`` and ``node-4`` are one
+    shape) is a prefix, and is stripped from every line that starts with it."""
+
+    MIN_LINES = 3
+    SHARE = 0.3
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.counts: dict[str, int] = {}
+        self.learned: set[str] = set()
+
+    @staticmethod
+    def heads(msg: str) -> list[tuple[str, int]]:
+        """(shape, end) of the first 1..3 tag tokens of ``msg``."""
+        out, pos = [], 0
+        for _ in range(3):
+            if _NCCL_HEAD.match(msg, pos):
+                break
+            m = _TAG.match(msg, pos)
+            if not m or _NOT_TAG.search(m[0]):
+                break
+            pos = m.end()
+            out.append((_DIGITS.sub("#", msg[:pos].rstrip()), pos))
+        return out
+
+    def strip(self, msg: str) -> tuple[str, bool]:
+        """``msg`` without its learned prefix (and whether one was removed); learns as it goes."""
+        heads = self.heads(msg) if msg[:1] not in "{'\" " else []
+        self.seen += 1
+        for shape, _end in heads:
+            n = self.counts[shape] = self.counts.get(shape, 0) + 1
+            if n >= self.MIN_LINES and n >= self.SHARE * self.seen:
+                self.learned.add(shape)
+        if len(self.counts) > 4096:  # a file whose heads never repeat: start over, memory stays small
+            self.counts = {s: c for s, c in self.counts.items() if s in self.learned}
+        for shape, end in reversed(heads):
+            if shape in self.learned:
+                return msg[end:], True
+        return msg, False

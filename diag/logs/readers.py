@@ -24,7 +24,7 @@ import numpy as np
 
 CHUNK = 2 << 20  # NumPy temporaries of a 2 MiB chunk stay in cache: ~25 % less CPU than 8 MiB
 #: lines that start a multi-line block (a ChildFailedError summary, a wrapped watchdog line)
-BLOCK_TRIGGERS = (b"ChildFailedError", b"Root Cause", b"WorkNCCL(")
+BLOCK_TRIGGERS = (b"ChildFailedError", b"Root Cause", b"WorkNCCL(", b"operation timeout:", b" FAILED")
 FIRST_CHUNK = 64 << 10
 #: Longest line handed to the parsers; longer ones are cut (and counted).
 MAX_LINE = 64 << 10

@@ -16,14 +16,14 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from llmdiag.logs import catalogue
 from llmdiag.logs.unwrap import needs_continuation
 
 _GIB = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
         "kb": 1 / 2**20, "mb": 1 / 1024, "gb": 1.0}
-SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE",
-           2: "SIGINT", 1: "SIGHUP"}
-SIGNAL_KIND = {9: "sigkill", 6: "sigabrt", 11: "segfault"}
-NCCL_RC_KIND = {1: "nccl_unhandled_cuda_error", 2: "nccl_system_error", 3: "nccl_internal_error"}
+SIGNALS = {n: v[0] for n, v in catalogue.SIGNALS.items()}
+SIGNAL_KIND = {n: v[1] for n, v in catalogue.SIGNALS.items() if v[1]}
+NCCL_RC_KIND = {n: v[1] for n, v in catalogue.NCCL_RETURN_CODES.items() if v[1]}
 
 
 def gib(number: str, unit: str) -> float | None:
@@ -52,6 +52,8 @@ class Rule:
     keyword: str
     regex: re.Pattern[str]
     handler: Callable[[re.Match[str], str], tuple[str, dict] | None]
+    #: other literals that may stand in for ``keyword`` (a catalogue entry's keywords)
+    also: tuple[str, ...] = ()
 
 
 _RANK_IN_MSG = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]")
@@ -71,10 +73,6 @@ def _timeout(m: re.Match[str], msg: str):
         f["ran_for_ms"] = int(m["ran"])
     return "nccl_timeout", f
 
-
-def _gloo_timeout(m: re.Match[str], msg: str):
-    """gloo (CPU) collectives time out in the transport, without a WorkNCCL record."""
-    return "gloo_timeout", {"timeout_ms": int(m["ms"]), "op": m["op"], "backend": "gloo"}
 
 
 def _int(v: str) -> int | str:
@@ -101,26 +99,53 @@ def _aborted(m: re.Match[str], msg: str):
     return "nccl_communicator_aborted", {"aborted_rank": int(m[1])}
 
 
+_NCCL_TEXTS = sorted(catalogue.NCCL_ERROR_TEXT, key=len, reverse=True)
+
+
 def _nccl_error_text(m: re.Match[str], msg: str):
     low = msg.lower()
     f: dict = {}
     v = re.search(r"NCCL version ([\d.]+\S*)", msg)
     if v:
         f["nccl_version"] = v[1].rstrip(",")
-    if "ncclinternalerror" in low or "internal error" in low:
-        return "nccl_internal_error", f
-    if "ncclsystemerror" in low or "system error" in low:
+    for text in _NCCL_TEXTS:
+        if text in low:
+            code = catalogue.NCCL_ERROR_TEXT[text]
+            f["nccl_return_code"] = code
+            return NCCL_RC_KIND[code], f
+    if "system error" in low:  # "unhandled system error" spelled differently in old releases
+        f["nccl_return_code"] = 2
         return "nccl_system_error", f
-    if "ncclunhandledcudaerror" in low or "unhandled cuda error" in low:
-        return "nccl_unhandled_cuda_error", f
     return None
 
 
 def _nccl_rc(m: re.Match[str], msg: str):
     rc = int(m[1])
     if rc in NCCL_RC_KIND:
-        return "nccl_rc", {"nccl_return_code": rc}
+        return "nccl_rc", {"nccl_return_code": rc, "site": m[0].split()[-3] if len(m[0].split()) >= 3 else ""}
     return None
+
+
+def _nccl_retcode(m: re.Match[str], msg: str):
+    """The proxy's "Failed to execute operation Connect from rank 9, retcode 6"."""
+    rc = int(m["rc"])
+    if rc not in NCCL_RC_KIND:
+        return None
+    return "nccl_rc", {"nccl_return_code": rc, "proxy_retcode": rc, "proxy_op": m["op"], "from_rank": int(m["rank"])}
+
+
+_NCCL_NET_ERROR = re.compile(r"(?:Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed ?: ?(?P<err>[^\n]+)"
+                             r"|Connection closed by remote peer ?(?P<peer2>\S+)?"
+                             r"|(?:recv|send|socketProgress)\S* .*?(?P<err2>Connection reset by peer|Broken pipe))")
+
+
+def _nccl_net_error(m: re.Match[str], msg: str):
+    """A socket to a peer failed inside NCCL: the remote side went away (ncclRemoteError)."""
+    f: dict = {"net_error": (m["err"] or m["err2"] or "Connection closed by remote peer").strip()[:120]}
+    peer = m["peer"] or m["peer2"]
+    if peer:
+        f["peer"] = peer.rstrip(".,")
+    return "nccl_remote_error", f
 
 
 def _nccl_warn(m: re.Match[str], msg: str):
@@ -131,7 +156,8 @@ def _nccl_warn(m: re.Match[str], msg: str):
         if cf[1]:
             f["cuda_failure_code"] = int(cf[1])
         f["cuda_failure"] = cf[2]
-    peer = re.search(r"[Cc]onnect(?:ing)? to (\S+?)(?: failed|,|$)", text)
+    peer = (re.search(r"[Cc]onnect(?:ing)? to (\S+?)(?: failed|,|$)", text)
+            or re.search(r"(?:from|to) peer (\S+)", text) or re.search(r"Call to \w+ (?:from|to) (\S+)", text))
     if peer:
         f["peer"] = peer[1]
     f["warn_text"] = text[:300]
@@ -141,9 +167,13 @@ def _nccl_warn(m: re.Match[str], msg: str):
 def _test_failure(m: re.Match[str], msg: str):
     f = {"test_failure_site": m["site"], "nccl_error_text": m["text"].strip(" /")}
     t = m["text"].lower()
-    kind = ("nccl_internal_error" if "internal" in t else "nccl_system_error" if "system" in t
-            else "nccl_unhandled_cuda_error" if "cuda" in t else "nccl_test_failure")
-    return kind, f
+    code = next((catalogue.NCCL_ERROR_TEXT[x] for x in _NCCL_TEXTS if x in t), None)
+    if code is None:
+        code = 3 if "internal" in t else 2 if "system" in t else 1 if "cuda" in t else None
+    if code is None:
+        return "nccl_test_failure", f
+    f["nccl_return_code"] = code
+    return NCCL_RC_KIND[code], f
 
 
 def _test_failure_pid(m: re.Match[str], msg: str):
@@ -163,7 +193,7 @@ def _oom(m: re.Match[str], msg: str):
     for name, rx in (
         ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB)"),
         ("oom_free_gib", r"([\d.]+) ([KMGT]iB) free|of which ([\d.]+) ([KMGT]iB) is free"),
-        ("oom_process_in_use_gib", r"has ([\d.]+) ([KMGT]iB) memory in use"),
+        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB) memory in use"),
         ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB) already allocated"),
         ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch"),
         ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated"),
@@ -172,10 +202,31 @@ def _oom(m: re.Match[str], msg: str):
         if x:
             num, unit = (x[1], x[2]) if x[1] else (x[3], x[4])
             f[name] = gib(num, unit)
+    others = [{"pid": int(p), "gib": gib(n, u)} for p, n, u in
+              re.findall(r"Process (\d+) has ([\d.]+) ([KMGT]iB) memory in use", msg)]
+    if others:
+        f["oom_other_processes"] = others
+        f["oom_processes_on_gpu"] = len(others) + 1
+    if "oom_process_in_use_gib" not in f and not others:
+        x = re.search(r"has ([\d.]+) ([KMGT]iB) memory in use", msg)
+        if x:
+            f["oom_process_in_use_gib"] = gib(x[1], x[2])
     ru = f.get("oom_reserved_unallocated_gib")
     if ru is not None and ru >= max(1.0, 0.2 * (f.get("oom_tried_to_allocate_gib") or 0)):
         f["fragmentation"] = True
     return "cuda_oom", f
+
+
+def _cuda_failure(m: re.Match[str], msg: str):
+    """NCCL's "Cuda failure 'out of memory'" outside a WARN line (the "Last error:" of a DistBackendError)."""
+    if "NCCL WARN" in msg:
+        return None  # the WARN line's own handler reads it
+    f = {"cuda_failure": m[2]}
+    if m[1]:
+        f["cuda_failure_code"] = int(m[1])
+    if "out of memory" in m[2].lower():
+        return "cuda_oom", {"oom_tried_to_allocate_gib": None, "oom_wording": m[0], **f}
+    return "nccl_unhandled_cuda_error", f
 
 
 def _oom_other(m: re.Match[str], msg: str):
@@ -187,15 +238,25 @@ def _cuda_error(m: re.Match[str], msg: str):
     low = text.lower()
     if "out of memory" in low or "alloc_failed" in low:
         return "cuda_oom", {"oom_tried_to_allocate_gib": None, "oom_wording": text[:120]}
+    f: dict = {"cuda_error": text[:200]}
+    known = next((v for k, v in catalogue.CUDA_ERRORS.items() if low.startswith(k)), None)
+    if known:
+        f["cuda_error_name"], f["cuda_error_cause"] = known[0], known[2]
+    if "watchdog thread terminated" in msg:
+        f["failing_thread"] = "ProcessGroupNCCL watchdog"
     if "ecc" in low:
-        return "ecc_xid", {"cuda_error": text[:200]}
-    return "cuda_error", {"cuda_error": text[:200]}
+        return "ecc_xid", f
+    return "cuda_error", f
 
 
 def _xid(m: re.Match[str], msg: str):
     rest = m["rest"].strip()
     rest = re.sub(r"^pid=[^,]*,\s*(?:name=[^,]*,\s*)?", "", rest).strip().rstrip(".")
-    return "ecc_xid", {"xid": int(m["xid"]), "pci": m["pci"], "xid_message": rest}
+    f = {"xid": int(m["xid"]), "pci": m["pci"], "xid_message": rest}
+    known = catalogue.XIDS.get(f["xid"])
+    if known:
+        f["xid_name"], f["xid_origin"], f["xid_action"] = known
+    return "ecc_xid", f
 
 
 def _ecc(m: re.Match[str], msg: str):
@@ -224,15 +285,45 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
     t = re.search(r"timed out after (\d+)(ms|s)\b", msg)
     if t:
         f["connect_timeout_ms"] = int(t[1]) * (1 if t[2] == "ms" else 1000)
+        f["client_timeout_s"] = f["connect_timeout_ms"] / 1000
     e = re.search(r"errno:? (\d+)", msg)
     if e:
         f["errno"] = int(e[1])
     a = re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
     if a:
         f["store_host"], f["store_port"] = a[1], int(a[2])
+        f["endpoint"], f["port"] = f"{a[1]}:{a[2]}", int(a[2])
     if "refused" in msg.lower():
         f["reason"] = "connection refused"
+    j = re.search(r"(\d+)/(\d+) clients joined", msg)
+    if j:
+        f["worker_count"], f["world_size"] = int(j[1]), int(j[2])
+        f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
     return "rendezvous_timeout", f
+
+
+def _store_barrier(m: re.Match[str], msg: str):
+    """The old init barrier: ``worker_count`` of ``world_size`` ranks joined before the timeout."""
+    f: dict = {"reason": "store based barrier"}
+    for k in ("world_size", "worker_count"):
+        x = re.search(k + r"=(\d+)", msg)
+        if x:
+            f[k] = int(x[1])
+    if "world_size" in f and "worker_count" in f:
+        f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
+    t = re.search(r"timeout=(\d+):(\d+):(\d+)", msg)
+    if t:
+        f["barrier_timeout_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + int(t[3])
+    return "rendezvous_timeout", f
+
+
+def _spawn_signal(m: re.Match[str], msg: str):
+    """torch.multiprocessing: "process 1 terminated with signal SIGKILL"."""
+    num = next((n for n, v in catalogue.SIGNALS.items() if v[0] == m["name"]), None)
+    kind = SIGNAL_KIND.get(num) if num else None
+    if not kind:
+        return None
+    return kind, {"signal": m["name"], "exitcode": -num, "local_rank": int(m["proc"])}
 
 
 def _rdzv_context(m: re.Match[str], msg: str):
@@ -247,9 +338,6 @@ def _launcher(m: re.Match[str], msg: str):
         head += " --standalone"
     return "launcher", {"launcher_cmd": head, "launcher_cmdline": cmd[:300]}
 
-
-def _child_failed(m: re.Match[str], msg: str):
-    return "child_failed", {}
 
 
 def _signal(m: re.Match[str], msg: str):
@@ -275,33 +363,53 @@ def _exitcode(m: re.Match[str], msg: str):
     if m["pid"]:
         f["pid"] = int(m["pid"])
     if m["lr"]:
-        f["local_rank"] = int(m["lr"])
+        f["local_rank"] = f["failed_local_rank"] = int(m["lr"])
     return kind, f
 
 
-def _segv(m: re.Match[str], msg: str):
-    return "segfault", {"signal": "SIGSEGV", "exitcode": -11}
-
-
-def _abort(m: re.Match[str], msg: str):
-    return "sigabrt", {"signal": "SIGABRT", "exitcode": -6}
 
 
 def _killed(m: re.Match[str], msg: str):
-    f = {"signal": "SIGKILL", "exitcode": -9}
-    p = re.search(r"Killed process (\d+) \(([^)]*)\)", msg)
-    if p:
-        f["pid"], f["process"], f["host_oom_killer"] = int(p[1]), p[2], True
+    """A shell's bare ``Killed`` (the process got SIGKILL), alone or glued to a progress bar."""
+    f: dict = {"signal": "SIGKILL", "exitcode": -9}
+    if m["pid"]:
+        f["pid"] = int(m["pid"])
+    bar = re.search(r"(\d+)/(\d+) \[[\d:<]+", msg)
+    if bar:
+        f["progress_step"], f["progress_total"] = int(bar[1]), int(bar[2])
     return "sigkill", f
 
 
-def _slurm(m: re.Match[str], msg: str):
-    f = {"slurm_job_id": int(m["job"]) if m["job"].isdigit() else m["job"]}
-    if m["node"]:
-        f["node"] = m["node"]
-    if m["at"]:
-        f["cancelled_at"] = m["at"]
-    return "slurm_time_limit", f
+def _catalogue_rule(entry: catalogue.Entry, pattern: str) -> Rule:
+    def handler(m: re.Match[str], msg: str, kind: str = entry.kind):
+        f: dict = {}
+        for k, v in m.groupdict().items():
+            if v is not None:
+                v = v.strip()
+                f[k] = int(v) if v.isdigit() else v
+        if kind == "ib_completion_error" and "ib_status" in f:
+            f["ib_completion_error"] = f["ib_status"]
+            name, meaning = catalogue.IB_WC_STATUS.get(f["ib_status"], ("?", "unknown status"))
+            f["ib_status_name"], f["ib_status_meaning"] = name, meaning
+            if "vendor_err" in f and f["vendor_err"] in catalogue.IB_VENDOR_ERR:
+                f["vendor_err_meaning"] = catalogue.IB_VENDOR_ERR[f["vendor_err"]]
+        if kind == "dataloader_worker_killed":
+            if "worker_signal" in f:
+                f["signal"] = f["worker_signal"]
+            pids = [int(x) for x in re.findall(r"\d+", str(f.get("worker_pids", "")))]
+            if pids:
+                f["pid"], f["pids"] = pids[0], pids
+        if kind == "connection_reset":
+            peer = re.search(r"remote=\[?([\w.:-]+?)\]?:(\d+)\)|peer \[?([\w.:-]+?)\]?:(\d+)", msg)
+            if peer:
+                host, port = (peer[1], peer[2]) if peer[1] else (peer[3], peer[4])
+                f["peer"], f["port"] = f"{host}:{port}", int(port)
+        f.update(entry.facts)
+        return kind, f
+
+    keys = entry.keywords
+    return Rule(keys[0], re.compile(pattern), handler, keys[1:])
+
 
 
 def _overflow(m: re.Match[str], msg: str):
@@ -329,6 +437,18 @@ def _exception(m: re.Match[str], msg: str):
     return "exception", {"exception_type": m["type"], "exception_message": (m["text"] or "").strip()[:300]}
 
 
+def _torch_version(m: re.Match[str], msg: str):
+    return "torch_version", {"torch_version": m["v"]}
+
+
+def _nccl_version(m: re.Match[str], msg: str):
+    return "nccl_version", {"nccl_version": m[1]}
+
+
+def _world_size(m: re.Match[str], msg: str):
+    return "world_size", {"world_size": int(m["n"])}
+
+
 def _dtype(m: re.Match[str], msg: str):
     return "dtype", {"dtype": {"fp16": "float16", "bf16": "bfloat16", "half": "float16"}.get(m[1].lower(),
                                                                                           m[1].lower())}
@@ -347,19 +467,23 @@ RULES: list[Rule] = [
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
                             r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
          _work_status),
-    Rule("Timed out waiting", R(r"gloo/.*Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"),
-         _gloo_timeout),
-    Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat),
+    Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat,
+         ("eartbeat monitor",)),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
-    Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|DistBackendError.*NCCL"),
+    Rule("nccl", R(r"(?i)NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError|"
+                   r"ncclInvalidUsage|ncclInvalidArgument|DistBackendError.*NCCL"),
          _nccl_error_text),
     Rule("NCCL INFO", R(r"NCCL INFO \S+:\d+ -> (\d+)"), _nccl_rc),
+    Rule("retcode", R(r"Failed to execute operation (?P<op>\w+) from rank (?P<rank>\d+), retcode (?P<rc>\d+)"),
+         _nccl_retcode),
+    Rule("NCCL WARN", _NCCL_NET_ERROR, _nccl_net_error),
     Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
     Rule("Test NCCL failure", R(r"Test NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
     Rule("Test failure", R(r"(?P<host>[\w.-]+) pid (?P<pid>\d+): Test failure (?P<site>\S+:\d+)"), _test_failure_pid),
     Rule("out of memory", R(r"CUDA out of memory|OutOfMemoryError"), _oom),
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
+    Rule("Cuda failure", R(r"Cuda failure (?:(\d+) )?'([^']*)'"), _cuda_failure),
     Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
@@ -369,21 +493,17 @@ RULES: list[Rule] = [
     Rule("imed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
                        r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
     Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
+    Rule("store based barrier", R(r"Timed out initializing process group in store based barrier"), _store_barrier),
+    Rule("terminated with signal", R(r"process (?P<proc>\d+) terminated with signal (?P<name>SIG\w+)"), _spawn_signal),
     # the client retries a refused store connection until its timeout: the same failure class
     Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
                          r"Connection refused)"), _rdzv_timeout),
     Rule("rendezvous", R(r"(\w+)_rendezvous_backend|rdzv[_-]backend[= ](\w+)"), _rdzv_context),
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
-    Rule("ChildFailedError", R(r"ChildFailedError"), _child_failed),
-    Rule("Root Cause", R(r"Root Cause \(first observed failure\)"), _child_failed),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
-    Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"), _exitcode),
-    Rule("Segmentation fault", R(r"Segmentation fault|SIGSEGV|signal 11\b"), _segv),
-    Rule("Abort", R(r"Aborted \(core dumped\)|Fatal Python error: Aborted"), _abort),
-    Rule("Kill", R(r"Killed process \d+ \(|^Killed$|Out of memory: Kill"), _killed),
-    Rule("TIME LIMIT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) "
-                         r"DUE TO TIME LIMIT"), _slurm),
+    Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
+    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
@@ -392,17 +512,27 @@ RULES: list[Rule] = [
          _exception),
     Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?::\s*(?P<text>.*))?$"),
          _exception),
-    Rule("dtype", R(r"dtype\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype),
-]
+    Rule("torch", R(r"(?:torch==|[Tt]orch(?:\.__)?[ _]?version(?:__)?[:=]? ?|PyTorch version:? )"
+                    r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
+    Rule("NCCL version", R(r"NCCL version:? (\d+\.\d+\.\d+(?:\+\S+?)?)(?:[,\s]|$)"), _nccl_version),
+    Rule("orld", R(r"(?:world[_ ]size|WORLD_SIZE)\s*[=:]?\s*(?P<n>\d+)\b"), _world_size),
+    Rule("dtype", R(r"(?:dtype|precision)['\"]?\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype,
+         ("precision",)),
+    # a precision switch that is on: "--bf16", "bf16=True", "'fp16': True", "fp16: enabled"
+    Rule("bf16", R(r"(?<![\w-])-{0,2}['\"]?(bf16|fp16)['\"]?(?:\s*[=:]\s*['\"]?(?:True|true|1|enabled)\b|(?=\s|$))"
+                   r"(?!\s*[=:])"), _dtype, ("fp16",)),
+] + [_catalogue_rule(e, p) for e in catalogue.ENTRIES for p in e.patterns]
 
 #: Literal words whose presence makes a line worth parsing (the bulk prefilter, also grep's list).
 KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [r.keyword for r in RULES if r.keyword not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "Kill",
-                                                   "onnect")]
+    [k for r in RULES for k in (r.keyword, *r.also)
+     if k not in ("nccl", "rror", "xception", "run", "in use", "NCCL INFO", "onnect", "torch", "orld")]
     # "onnect" would make every "NCCL INFO Connected all rings" line a candidate; the rule's
     # regex needs one of these two
-    + ["RendezvousConnectionError", "failed to connect"]
+    + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout", "Watchdog",
+       "world_size", "world size", "WORLD_SIZE"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
+       "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration"]))
@@ -433,7 +563,8 @@ def match_line(msg: str) -> list[tuple[str, dict, re.Match[str]]]:
     """Every rule that fires on ``msg`` (a message with its prefixes removed)."""
     out = []
     for rule in RULES:
-        if rule.keyword.lower() not in msg.lower() if rule.keyword == "nccl" else rule.keyword not in msg:
+        if rule.keyword.lower() not in msg.lower() if rule.keyword == "nccl" else (
+                rule.keyword not in msg and not any(k in msg for k in rule.also)):
             continue
         m = rule.regex.search(msg)
         if not m:

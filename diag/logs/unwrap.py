@@ -10,9 +10,13 @@ Progress bars redraw with ``\\r``; the reader already splits those into segments
 from __future__ import annotations
 
 _OPENERS = ("WorkNCCL(",)
+#: a watchdog message cut right before its WorkNCCL(...) record
+_CUT_BEFORE = ("operation timeout:",)
 
 
 def needs_continuation(msg: str) -> bool:
+    if msg.endswith(_CUT_BEFORE) or msg.rstrip().endswith(_CUT_BEFORE):
+        return True
     for opener in _OPENERS:
         i = msg.rfind(opener)
         if i >= 0 and msg.find(")", i) < 0 or (i >= 0 and "Timeout(ms)" in msg[i:] and
@@ -37,7 +41,7 @@ def join_wrapped(first: str, following: list[str]) -> str:
     for nxt in following:
         if not needs_continuation(text):
             break
-        text = text + nxt.strip("\n")
+        text = text + (" " if text.endswith(":") else "") + nxt.strip("\n")
     return text
 
 

@@ -9,6 +9,10 @@
 | crash | a Python exception (RuntimeError) ends the rank                      | 0            |
 | oom   | an out-of-memory error: a real allocation on CUDA, raised on CPU     | 0            |
 
+``crash``, ``oom`` and ``hang`` fire once per run: after a restart (``TORCHELASTIC_RESTART_COUNT``
+> 0, set by torchrun and by ``--max-restarts``) the resumed workers pass that step, so a restart
+can be rehearsed to recover.
+
 The faults are real where they can be (a real NaN through backward, a real sleep, a real
 collective timeout, a real exception); only ``oom`` on a CPU run raises
 ``torch.OutOfMemoryError`` itself, because exhausting host memory would hurt the machine.
@@ -22,6 +26,7 @@ import time
 
 KINDS = ("nan", "spike", "slow", "hang", "crash", "oom")
 _ALL_RANKS = ("nan", "spike")
+ONE_SHOT = ("crash", "oom", "hang")
 
 
 class InjectError(ValueError):
@@ -81,7 +86,12 @@ class Injector:
         for f in faults:
             if f.rank is not None and f.rank >= world_size:
                 raise InjectError(f"--inject {f.kind}@{f.step}: rank {f.rank} does not exist (world size {world_size})")
-        self.faults, self.rank, self.log = faults, rank, log
+        import os
+
+        restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
+        # one-shot faults fire in the first attempt only, so that a restart recovers
+        self.faults = [f for f in faults if not (restarted and f.kind in ONE_SHOT)]
+        self.rank, self.log = rank, log
 
     def _active(self, step: int, kinds: tuple[str, ...]):
         return [f for f in self.faults if f.kind in kinds and f.applies(step, self.rank)]

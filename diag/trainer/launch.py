@@ -14,7 +14,9 @@ import datetime
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 
 from llmdiag.trainer.config import build_parser
@@ -58,7 +60,7 @@ def _failure_block(rank: int, code: int, pid: int, when: float, nproc: int) -> s
     )
 
 
-def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
+def spawn_once(argv: list[str], nproc: int, log_file: str | None, restart: int = 0) -> int:
     """One generation of workers; 0 when all succeed, else the first failure's exit code."""
     from llmdiag.util.procs import ChildGroup
 
@@ -67,23 +69,34 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None) -> int:
     group = ChildGroup()  # one process group, dies with this process, stopped and reaped as one
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                   TORCHELASTIC_RESTART_COUNT=str(restart),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    **{WORKER_ENV: "1"})
         procs.append(group.popen([sys.executable, "-m", "llmdiag.trainer", *argv], env=env))
+    # one waiter per worker notes when it exited: the first failure is the earliest exit with a
+    # non-zero code, not the lowest rank among those a polling loop happens to see together
+    exits: dict[int, float] = {}
+
+    def waiter(rank: int, p: subprocess.Popen) -> None:
+        p.wait()
+        exits[rank] = time.time()
+
+    for rank, p in enumerate(procs):
+        threading.Thread(target=waiter, args=(rank, p), daemon=True).start()
     first = None
     try:
-        while any(p.poll() is None for p in procs):
+        while len(exits) < len(procs):
             if first is None:
-                for rank, p in enumerate(procs):
-                    if p.returncode not in (None, 0):
-                        first = (rank, p.returncode, p.pid, time.time())
-                        break
+                failed = sorted((t, r) for r, t in list(exits.items()) if procs[r].returncode not in (None, 0))
+                if failed:
+                    t, rank = failed[0]
+                    first = (rank, procs[rank].returncode, procs[rank].pid, t)
             elif time.time() - first[3] > GRACE_S:
                 for p in procs:
                     if p.poll() is None:
                         p.send_signal(signal.SIGTERM)
                 deadline = time.time() + 3
-                while any(p.poll() is None for p in procs) and time.time() < deadline:
+                while len(exits) < len(procs) and time.time() < deadline:
                     time.sleep(0.05)
                 for p in procs:
                     if p.poll() is None:
@@ -138,7 +151,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer")
         if attempt:
             _emit(f"llmdiag train: restarting all {args.nproc} workers (restart {attempt}/{args.max_restarts})\n",
                   args.log_file)
-        code = spawn_once(argv, args.nproc, args.log_file)
+        code = spawn_once(argv, args.nproc, args.log_file, attempt)
         if code == 0:
             break
     sys.exit(code)

@@ -229,16 +229,61 @@ def is_collective_timeout(exc: BaseException) -> bool:
     return ("timed out" in text or "timeout" in text) and isinstance(exc, (RuntimeError, dist.DistBackendError))
 
 
+def fr_prefix(args) -> str | None:
+    """Where this run's Flight Recorder dumps go: ``TORCH_FR_DUMP_TEMP_FILE``, else ``<log file>.fr/rank_``."""
+    env = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if env:
+        return env
+    return os.path.join(args.log_file + ".fr", "rank_") if args.log_file else None
+
+
+def dump_flight_recorder(prefix: str | None, rank: int, log) -> None:
+    """Write this rank's Flight Recorder buffer (its last collectives) as ``<prefix><rank>``, atomically."""
+    if not prefix:
+        return
+    try:
+        data = torch._C._distributed_c10d._dump_fr_trace()
+        os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
+        tmp = f"{prefix}{rank}.tmp{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, f"{prefix}{rank}")
+        log(f"flight recorder: dumped {prefix}{rank}")
+    except Exception as exc:  # noqa: BLE001 - a failed dump must not hide the real failure
+        log(f"flight recorder: no dump ({type(exc).__name__}: {exc})")
+
+
+def _dump_on_term(prefix: str | None, rank: int, log) -> None:
+    """A hung rank is stopped with SIGTERM by its launcher: dump first, so the dumps show where it was."""
+    import signal
+
+    if not prefix:
+        return
+
+    def handler(signum, frame):
+        dump_flight_recorder(prefix, rank, log)
+        os._exit(128 + signum)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        pass
+
+
 def run_worker(args) -> int:
     """One process of a job launched by torchrun or by ``launch.py``: init, train, report, exit code."""
     rank = int(os.environ.get("RANK", "0"))
     log = RankLog(rank, args.log_file)
     if args.threads:
         torch.set_num_threads(args.threads)
+    prefix = fr_prefix(args)
+    if prefix:
+        os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # record collectives (read at group creation)
     try:
         use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
         backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
         dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
+        _dump_on_term(prefix, rank, log)
         gathered = train(args, log=log)
         if rank == 0 and args.summary_file:
             from llmdiag.util.files import write_output
@@ -253,6 +298,7 @@ def run_worker(args) -> int:
         if is_collective_timeout(exc):
             log(f"error: collective timeout after {args.collective_timeout:g}s (a peer rank stopped "
                 f"participating): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            dump_flight_recorder(prefix, rank, log)
         log("Traceback (most recent call last):\n" + "".join(traceback.format_tb(exc.__traceback__)).rstrip()
             + f"\n{type(exc).__module__ + '.' if type(exc).__module__ not in ('builtins',) else ''}"
               f"{type(exc).__qualname__}: {exc}")
