@@ -92,6 +92,11 @@ def run_probe(probe: Probe, ctx: Context) -> list[Result]:
     start = time.monotonic()
     reason = unmet_requirement(probe, ctx)
     if reason:
+        # a probe may turn a missing requirement into its own finding (GPUs expected, no driver)
+        own = getattr(probe, "unmet", None)
+        found = list(own(ctx, reason) or ()) if callable(own) else []
+        if found:
+            return found
         return [
             Result(probe=probe.name, check="probe", node=ctx.node, status=Status.SKIP,
                    summary=f"skipped: {reason}", runbook="check-skipped")

@@ -193,6 +193,9 @@ class Agent:
                                   f"Check that {w.master_addr}:{w.master_port} is the store rank 0 hosts."))
             self.session = None
             return False
+        if self.hosts_store:
+            # the ports probe sees MASTER_PORT held by this process: this job's store, not a leftover
+            self.ctx.services["own_ports"] = {w.master_port: "rank 0's rendezvous store, in this process"}
         return True
 
     def _rendezvous(self, iface: dict) -> bool:

@@ -183,6 +183,12 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         # Broken launcher variables are what the launcher probe diagnoses: check this node.
         click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
         world = None
+    if world is None and ctx.launcher.local_rank not in (None, 0):
+        # torchrun --nproc-per-node N on one node: one node check, not N concurrent ones
+        click.echo(f"llmdiag[{ctx.node}]: local rank {ctx.launcher.local_rank}: only local rank 0 runs the node "
+                   "checks; nothing to do", err=True)
+        ctx.cleanup.run()
+        return
     if world is not None:
         from llmdiag.commands.cluster_mode import run_agent_mode
 
