@@ -201,3 +201,22 @@ def run_probes(
         finished_at=time.time(),
         meta={"launcher": ctx.launcher.kind},
     )
+
+
+class _TimeoutOverride:
+    """A probe with its deadline replaced (``--timeout``, a cluster stage's share of the budget)."""
+
+    def __init__(self, probe: Probe, timeout_s: float):
+        self._probe = probe
+        self.timeout_s = float(timeout_s)
+
+    def __getattr__(self, name):
+        return getattr(self._probe, name)
+
+    def run(self, ctx):
+        return self._probe.run(ctx)
+
+
+def with_timeout(probe: Probe, timeout_s: float) -> Probe:
+    """``probe`` with the deadline ``timeout_s`` (everything else unchanged)."""
+    return _TimeoutOverride(probe, timeout_s)  # type: ignore[return-value]

@@ -86,7 +86,7 @@ class NcclBenchProbe(BaseProbe):
     def _local(self, ctx, settings, nproc):
         with tempfile.TemporaryDirectory(prefix="llmdiag-nccl-probe-") as tmp:
             out = Path(tmp) / "bench.json"
-            argv = [sys.executable, "-m", "diag", "nccl-bench", "--nproc", str(nproc), "--backend", "gloo",
+            argv = [sys.executable, "-m", "llmdiag", "nccl-bench", "--nproc", str(nproc), "--backend", "gloo",
                     "-b", settings["min_bytes"], "-e", settings["max_bytes"], "-f", str(settings["step_factor"]),
                     "-w", str(settings["warmup_iters"]), "-n", str(settings["iters"]),
                     "--format", "json", "--output", str(out)]

@@ -60,7 +60,10 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
         report = outcome.cluster
     else:
         report = ClusterReport(command="preflight", nodes=(NodeReport.from_dict(outcome.node_doc),), strict=strict)
-        log(f"node report sent to rank 0; this node: {report.status.value}")
+        if outcome.sent:
+            log(f"node report sent to rank 0; this node: {report.status.value}")
+        else:
+            log(f"rank 0 was not reached: this node's report is printed here only; this node: {report.status.value}")
     emit_doc(report.to_dict(), fmt, output, width, no_color, env=ctx.env)
     _exit(report, strict)
 

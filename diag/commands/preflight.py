@@ -208,19 +208,7 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         raise SystemExit(ExitCode.CHECKS_FAILED)
 
 
-class _TimeoutOverride:
-    """A probe with its deadline replaced (``--timeout``)."""
-
-    def __init__(self, probe, timeout_s: float):
-        self._probe = probe
-        self.timeout_s = float(timeout_s)
-
-    def __getattr__(self, name):
-        return getattr(self._probe, name)
-
-    def run(self, ctx):
-        return self._probe.run(ctx)
-
-
 def _with_timeout(probe, timeout_s: float):
-    return _TimeoutOverride(probe, timeout_s)
+    from llmdiag.runner import with_timeout
+
+    return with_timeout(probe, timeout_s)
