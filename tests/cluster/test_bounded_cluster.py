@@ -8,41 +8,16 @@ timed out, not as a node fault.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from tests.cluster import testbed
-from tests.cluster.helpers import PORT, Run, failing
+from tests.cluster.helpers import Run, failing
 from tests.cluster.testbed import Testbed
 
 OK, WHY = testbed.available(tc=True)
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(not OK, reason=WHY or "test bed unavailable")]
 
 LIMIT = 30
-
-
-class BudgetRun(Run):
-    """Agents with the default probe deadlines (no --timeout): only cluster.timeout_s bounds them."""
-
-    def __init__(self, tb, n, config, probes):
-        import time
-
-        from tests.conftest import cli_env
-
-        self.tb, self.timeout = tb, LIMIT
-        self.start = time.monotonic()
-        self.procs = {}
-        for k in range(n):
-            argv = [sys.executable, "-m", "llmdiag", "preflight", "-c", str(config), "--nnodes", str(n),
-                    "--node-rank", str(k), "--master-addr", tb.addr(0), "--master-port", str(PORT), "-f", "json"]
-            for p in probes:
-                argv += ["--probe", p]
-            self.procs[k] = tb.popen(k, argv, env=cli_env(GLOO_SOCKET_IFNAME="eth0"), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.out = {}
-        self.wall_s = None
 
 
 def test_overrunning_group_probe_is_cut_and_every_node_report_arrives(tmp_path):
@@ -63,7 +38,8 @@ auto_pairwise = false
 """)
     with Testbed(4) as tb:
         tb.slow_link(2, "2mbit")
-        run = BudgetRun(tb, 4, cfg, ["software", "nccl"])
+        # no --timeout: only cluster.timeout_s bounds the probes (the nccl probe's own is 180 s)
+        run = Run(tb, 4, cfg, timeout=LIMIT, probes=("software", "nccl"), probe_timeout=False)
         doc = run.finish(limit=LIMIT + 30)
     print(f"\nnccl overrun: wall {run.wall_s:.1f} s against cluster.timeout_s = {LIMIT}")
     assert run.wall_s < LIMIT + 6, run.wall_s
@@ -76,3 +52,53 @@ auto_pairwise = false
     assert soft == {"node-0", "node-1", "node-2", "node-3"}
     for k in (1, 2, 3):
         assert run.out[k][0] is not None and "node report sent to rank 0" in run.out[k][2]
+
+
+def _slow_node_config(tmp_path, extra=""):
+    cfg = tmp_path / "llmdiag.toml"
+    cfg.write_text(f"""
+[network]
+port_range = "29500-29503"
+connect_timeout_s = 1.0
+
+[cluster]
+timeout_s = 90
+share_wait_s = 2.0
+
+[nccl_bench]
+probe_max_bytes = "1M"
+probe_iters = 3
+pairwise_iters = 3
+{extra}
+""")
+    return cfg
+
+
+def _slow_node_run(tmp_path, extra=""):
+    with Testbed(4) as tb:
+        tb.slow_link(2, "40mbit")  # far more than 20x below a veth pair's bandwidth
+        run = Run(tb, 4, _slow_node_config(tmp_path, extra), timeout=90, probes=("nccl",), probe_timeout=False)
+        doc = run.finish()
+    print(f"\nslow node: wall {run.wall_s:.1f} s")
+    return run, doc
+
+
+def test_slow_node_found_without_a_threshold_and_only_it_fails(tmp_path):
+    run, doc = _slow_node_run(tmp_path)
+    fails = failing(doc)
+    assert fails and {n for n, _, _ in fails} == {"node-2"}, fails
+    node = [r for r in doc["results"] if r["check"] == "pairwise/node"]
+    assert [r["node"] for r in node] == ["node-2"] and "median" in node[0]["summary"], node
+    assert [nd["node"] for nd in doc["nodes"]] == ["node-0", "node-1", "node-2", "node-3"]
+    data = [r["data"] for r in doc["results"] if r["probe"] == "nccl" and r["node"] == "node-0"][0]
+    assert data["pairwise"]["slow_nodes"][0]["node"] == "node-2"
+
+
+def test_slow_node_with_expected_busbw_fails_only_the_slow_node(tmp_path):
+    run, doc = _slow_node_run(tmp_path, "expected_busbw_gbps = 1000.0")
+    fails = failing(doc)
+    pw = [r["data"]["pairwise"] for r in doc["results"] if r["probe"] == "nccl" and r["node"] == "node-0"][0]
+    why = ([(lk["a"], lk["b"], lk["phase"], round(lk["gbps"], 4)) for lk in pw["links"]], pw["slow_nodes"],
+           pw["slow_links"], pw["threshold_gbps"])
+    assert {n for n, _, _ in fails} == {"node-2"}, (fails, why)
+    assert ("node-2", "all_reduce/busbw", "nccl-low-bandwidth") in fails
