@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.skipif(not OK, reason=WHY or "tes
 LIMIT = 30
 
 
-def test_overrunning_group_probe_is_cut_and_every_node_report_arrives(tmp_path):
+def _config(tmp_path, timeout_s, nccl):
     cfg = tmp_path / "llmdiag.toml"
     cfg.write_text(f"""
 [network]
@@ -28,14 +28,17 @@ port_range = "29500-29503"
 connect_timeout_s = 1.0
 
 [cluster]
-timeout_s = {LIMIT}
+timeout_s = {timeout_s}
 share_wait_s = 2.0
 
 [nccl_bench]
-probe_max_bytes = "64M"
-probe_iters = 20
-auto_pairwise = false
+{nccl}
 """)
+    return cfg
+
+
+def test_overrunning_group_probe_is_cut_and_every_node_report_arrives(tmp_path):
+    cfg = _config(tmp_path, LIMIT, 'probe_max_bytes = "64M"\nprobe_iters = 20\nauto_pairwise = false')
     with Testbed(4) as tb:
         tb.slow_link(2, "2mbit")
         # no --timeout: only cluster.timeout_s bounds the probes (the nccl probe's own is 180 s)
@@ -55,23 +58,7 @@ auto_pairwise = false
 
 
 def _slow_node_config(tmp_path, extra=""):
-    cfg = tmp_path / "llmdiag.toml"
-    cfg.write_text(f"""
-[network]
-port_range = "29500-29503"
-connect_timeout_s = 1.0
-
-[cluster]
-timeout_s = 90
-share_wait_s = 2.0
-
-[nccl_bench]
-probe_max_bytes = "1M"
-probe_iters = 3
-pairwise_iters = 3
-{extra}
-""")
-    return cfg
+    return _config(tmp_path, 90, f'probe_max_bytes = "1M"\nprobe_iters = 3\npairwise_iters = 3\n{extra}')
 
 
 def _slow_node_run(tmp_path, extra=""):
