@@ -320,6 +320,8 @@ register_section(
         Field("node_report_dir", "str", None, "every node writes its node report here (for `report merge`)"),
         Field("ssh_config", "str", None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config"),
         Field("ssh_connect_timeout_s", "int", 10, "--hostfile runs: ssh ConnectTimeout", min=1, max=300),
+        Field("ssh_window", "int", 64, "--hostfile runs: at most this many ssh handshakes at once (sshd "
+              "MaxStartups, bastions)", min=1, max=10000),
         Field("remote_command", "str", "llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)"),
     ],
     "The cluster and the job's launch shape.",

@@ -84,6 +84,6 @@ def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthro
         timeout_s=float(config.get("cluster", "timeout_s")), remote_command=config.get("cluster", "remote_command"),
         ssh_config=config.get("cluster", "ssh_config"), connect_timeout=int(config.get("cluster", "ssh_connect_timeout_s")),
         passthrough=passthrough, skew_warn_ms=float(config.get("thresholds", "clock_skew_warn_ms")), strict=strict,
-        log=_log("hostfile"))
+        log=_log("hostfile"), window=int(config.get("cluster", "ssh_window")))
     emit_doc(report.to_dict(), fmt, output, width, no_color, env=env)
     _exit(report, strict)

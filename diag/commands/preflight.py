@@ -172,14 +172,14 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
                                                           node_report_dir, full_matrix, sample_peers),
                                  fmt=fmt, output=output, width=width, no_color=no_color)
     ctx = Context.create(config=config, env=env)
-    from llmdiag.cluster.world import resolve_world
+    from llmdiag.cluster.world import RendezvousUnknown, resolve_world
 
     try:
         world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
                               master_port=master_port, hosts=tuple(h for h in (expected_hosts or "").split(",") if h))
     except UsageError as exc:
-        if nnodes is not None or node_rank is not None or master_addr:
-            raise  # the user's own flags: a usage error
+        if nnodes is not None or node_rank is not None or master_addr or isinstance(exc, RendezvousUnknown):
+            raise  # the user's own flags, or a multi-node job without a rendezvous: never a single-node PASS
         # Broken launcher variables are what the launcher probe diagnoses: check this node.
         click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
         world = None
