@@ -54,9 +54,10 @@ shared = true
     return cfg, shared
 
 
-def _run(tb, argvs, envs, limit):
+def _run(tb, argvs, envs, limit, binds=None):
     t0 = time.monotonic()
-    procs = {k: tb.popen(k, argvs[k], env=envs[k], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = {k: tb.popen(k, argvs[k], env=envs[k], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         binds=binds)
              for k in argvs}
     out = {}
     for k, p in procs.items():
@@ -122,3 +123,52 @@ def test_healthy_cluster_torchrun_full_default_probes(tmp_path):
         assert err.count("only local rank 0 runs the node") == 1, f"host {k}: {err[-2000:]}"
     doc = json.loads((tmp_path / "node0.json").read_text())
     _check_all_pass(doc, out, shared, wall, "torchrun --nproc-per-node 2")
+
+
+def _launcher_env(kind, tb, k):
+    """What each launcher puts into the environment of the process on host ``k`` (one per node)."""
+    addr = tb.addr(0)
+    if kind == "kubernetes":  # Kubeflow PyTorchJob pod, python started directly (no torchrun)
+        return {"PET_NNODES": str(N), "PET_NODE_RANK": str(k), "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": addr,
+                "PET_MASTER_PORT": str(PORT), "MASTER_ADDR": addr, "MASTER_PORT": str(PORT), "RANK": str(k),
+                "WORLD_SIZE": str(N), "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    if kind == "slurm-step":  # srun step on 4 nodes of a larger allocation; the step's first node is rank 0
+        return {"SLURM_JOB_ID": "42", "SLURM_PROCID": str(k), "SLURM_LOCALID": "0", "SLURM_NODEID": str(k),
+                "SLURM_NTASKS": "8", "SLURM_NNODES": "8", "SLURM_JOB_NODELIST": "login9,node-[0-6]",
+                "SLURM_TASKS_PER_NODE": "1(x8)", "SLURM_STEP_NUM_TASKS": str(N), "SLURM_STEP_NUM_NODES": str(N),
+                "SLURM_STEP_NODELIST": f"node-[0-{N - 1}]", "SLURM_STEP_TASKS_PER_NODE": f"1(x{N})",
+                "MASTER_PORT": str(PORT)}
+    if kind == "openmpi":
+        return {"OMPI_COMM_WORLD_RANK": str(k), "OMPI_COMM_WORLD_SIZE": str(N), "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_COMM_WORLD_NODE_RANK": "0", "MASTER_ADDR": addr,
+                "MASTER_PORT": str(PORT)}
+    if kind == "mpich":
+        return {"PMI_RANK": str(k), "PMI_SIZE": str(N), "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1",
+                "MASTER_ADDR": addr, "MASTER_PORT": str(PORT)}
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["kubernetes", "slurm-step", "openmpi", "mpich"])
+def test_healthy_cluster_under_scheduler_variables_full_default_probes(tmp_path, kind):
+    cfg, shared = _config(tmp_path)
+    with Testbed(N) as tb:
+        # the hosts resolve each other by name (the Slurm node list names hosts, not addresses)
+        hosts = tmp_path / "hosts"
+        hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{tb.addr(k)} node-{k}\n" for k in range(N)))
+        argvs = {k: [sys.executable, "-m", "llmdiag", "preflight", "-c", str(cfg), "-f", "json"] for k in range(N)}
+        envs = {k: cli_env(GLOO_SOCKET_IFNAME="eth0", **_launcher_env(kind, tb, k)) for k in range(N)}
+        for e in envs.values():
+            if kind != "kubernetes":
+                e.pop("KUBERNETES_SERVICE_HOST", None)
+            if "MASTER_ADDR" not in _launcher_env(kind, tb, 0):
+                e.pop("MASTER_ADDR", None)
+        out, wall = _run(tb, argvs, envs, TIMEOUT + 30, binds={"/etc/hosts": str(hosts)})
+    rc, o, e = out[0]
+    try:
+        doc = json.loads(o)
+    except json.JSONDecodeError:
+        raise AssertionError(f"rank 0 printed no JSON (rc={rc}): {e[-3000:]}") from None
+    assert {nd["meta"]["world"]["launcher"] for nd in doc["nodes"]} == {kind.split("-")[0]}
+    if kind == "slurm-step":
+        assert doc["nodes"][0]["meta"]["world"]["master_addr"] == "node-0"  # the step's first node, not login9
+    _check_all_pass(doc, out, shared, wall, kind)
