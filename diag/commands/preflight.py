@@ -89,6 +89,10 @@ def cluster_options(fn):
         click.option("--remote-command", default=None, help="How to start llmdiag on each host (--hostfile)."),
         click.option("--ssh-config", type=click.Path(dir_okay=False), default=None,
                      help="ssh client config file for --hostfile (default: ~/.ssh/config)."),
+        click.option("--save-baseline", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                     help="Keep this run's per-node numbers (versions, busbw, throughput) in DIR/baseline.json."),
+        click.option("--baseline", "baseline_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                     help="Compare with the baseline saved in DIR and name the regressions."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -114,7 +118,8 @@ def cluster_options(fn):
 @output_options()
 def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_node, port_range, interfaces,
               paths, shared_paths, hostfile, nnodes, node_rank, master_addr, master_port, node_report_dir,
-              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, fmt, output, width, no_color):
+              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, save_baseline, baseline_dir, fmt,
+              output, width, no_color):
     """Check this node, or every node of a cluster (versions, GPUs, limits, network, ports, paths).
 
     Cluster mode starts when the job has more than one node: under torchrun, srun or mpirun
@@ -157,6 +162,11 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         for e in load_errors:
             click.echo(f"{e.source:<14} BROKEN: {e.message}")
         return
+    baseline = None
+    if baseline_dir:
+        from llmdiag.cluster.baseline import load
+
+        baseline = load(baseline_dir)
     only = list(only) or list(config.get("probes", "only") or [])
     skip = list(skip) + list(config.get("probes", "skip") or [])
     probes = select_probes(probes, only, skip)
@@ -170,7 +180,8 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         return run_hostfile_mode(config, env, strict=strict, master_addr=master_addr, master_port=master_port,
                                  passthrough=_passthrough(config_path, only, skip, paths, shared_paths, port_range,
                                                           node_report_dir, full_matrix, sample_peers),
-                                 fmt=fmt, output=output, width=width, no_color=no_color)
+                                 fmt=fmt, output=output, width=width, no_color=no_color,
+                                 save_baseline=save_baseline, baseline=baseline)
     ctx = Context.create(config=config, env=env)
     from llmdiag.cluster.world import RendezvousUnknown, resolve_world
 
@@ -193,7 +204,7 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         from llmdiag.commands.cluster_mode import run_agent_mode
 
         return run_agent_mode(world, ctx, probes, load_errors, strict=strict, fmt=fmt, output=output, width=width,
-                              no_color=no_color)
+                              no_color=no_color, save_baseline=save_baseline, baseline=baseline)
     progress, stop = _progress_printer()
     try:
         node_report = run_probes(probes, ctx, load_errors=load_errors, progress=progress)
@@ -201,6 +212,10 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         stop()
         ctx.cleanup.run()
     report = ClusterReport(command="preflight", nodes=(node_report,), strict=strict)
+    if save_baseline or baseline is not None:
+        from llmdiag.commands.cluster_mode import with_baseline
+
+        report = with_baseline(report, save_baseline, baseline)
     doc = report.to_dict()
     emit_doc(doc, fmt, output, width, no_color, env=env)
     status = report.status
