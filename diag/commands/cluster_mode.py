@@ -55,6 +55,17 @@ def with_baseline(report: ClusterReport, save_dir: str | None, baseline: dict | 
     return report
 
 
+def drain_if_failed(results, strict: bool, env) -> None:
+    """``--slurm-drain``: drain this node when one of its own checks failed (the reason says which)."""
+    from llmdiag.cluster import slurm
+
+    reason = slurm.drain_reason(results, strict)
+    if reason is None:
+        return
+    ok, what = slurm.drain(slurm.node_name(env), reason, env)
+    print(f"llmdiag: {what}", file=sys.stderr, flush=True)
+
+
 def _exit(report: ClusterReport, strict: bool) -> None:
     st = report.status
     if st is Status.FAIL or (strict and st is Status.WARN):
@@ -62,7 +73,7 @@ def _exit(report: ClusterReport, strict: bool) -> None:
 
 
 def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color, save_baseline=None,
-                   baseline=None) -> None:
+                   baseline=None, slurm_drain=False) -> None:
     """One agent; rank 0 prints the cluster report, other nodes their node report."""
     from llmdiag.cluster.agent import Agent
 
@@ -85,6 +96,9 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
         else:
             log(f"rank 0 was not reached: this node's report is printed here only; this node: {report.status.value}")
     emit_doc(report.to_dict(), fmt, output, width, no_color, env=ctx.env)
+    if slurm_drain:
+        mine = [r for n in report.nodes if n.node_rank == world.node_rank for r in n.results]
+        drain_if_failed(mine, strict, ctx.env)
     _exit(report, strict)
 
 

@@ -89,6 +89,8 @@ def cluster_options(fn):
         click.option("--remote-command", default=None, help="How to start llmdiag on each host (--hostfile)."),
         click.option("--ssh-config", type=click.Path(dir_okay=False), default=None,
                      help="ssh client config file for --hostfile (default: ~/.ssh/config)."),
+        click.option("--slurm-drain", is_flag=True,
+                     help="When a check fails, drain this Slurm node with the finding as the reason (prolog/NHC)."),
         click.option("--save-baseline", type=click.Path(file_okay=False), default=None, metavar="DIR",
                      help="Keep this run's per-node numbers (versions, busbw, throughput) in DIR/baseline.json."),
         click.option("--baseline", "baseline_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
@@ -118,8 +120,8 @@ def cluster_options(fn):
 @output_options()
 def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_node, port_range, interfaces,
               paths, shared_paths, hostfile, nnodes, node_rank, master_addr, master_port, node_report_dir,
-              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, save_baseline, baseline_dir, fmt,
-              output, width, no_color):
+              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, slurm_drain, save_baseline,
+              baseline_dir, fmt, output, width, no_color):
     """Check this node, or every node of a cluster (versions, GPUs, limits, network, ports, paths).
 
     Cluster mode starts when the job has more than one node: under torchrun, srun or mpirun
@@ -204,7 +206,8 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         from llmdiag.commands.cluster_mode import run_agent_mode
 
         return run_agent_mode(world, ctx, probes, load_errors, strict=strict, fmt=fmt, output=output, width=width,
-                              no_color=no_color, save_baseline=save_baseline, baseline=baseline)
+                              no_color=no_color, save_baseline=save_baseline, baseline=baseline,
+                              slurm_drain=slurm_drain)
     progress, stop = _progress_printer()
     try:
         node_report = run_probes(probes, ctx, load_errors=load_errors, progress=progress)
@@ -218,6 +221,10 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         report = with_baseline(report, save_baseline, baseline)
     doc = report.to_dict()
     emit_doc(doc, fmt, output, width, no_color, env=env)
+    if slurm_drain:
+        from llmdiag.commands.cluster_mode import drain_if_failed
+
+        drain_if_failed(node_report.results, strict, env)
     status = report.status
     if status is Status.FAIL or (strict and status is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)
