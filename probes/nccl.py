@@ -33,7 +33,9 @@ def probe_settings(section: dict[str, Any]) -> dict[str, Any]:
     from llmdiag.ncclbench.sizes import parse_size
 
     top = parse_size(section["probe_max_bytes"])
-    pair = min(parse_size(section["pairwise_bytes"]), top)
+    # pairwise messages stay short too, but not below 4 MiB: a shaped link passes a small
+    # message in its burst at full speed (tc tbf, switch buffers) and would look healthy
+    pair = min(parse_size(section["pairwise_bytes"]), max(top, 4 << 20))
     return dict(section, min_bytes=str(max(1, top // 64)), max_bytes=str(top), step_factor=4, warmup_iters=2,
                 iters=section["probe_iters"], plateau_sizes=min(int(section["plateau_sizes"]), 2),
                 pairwise_bytes=str(pair))
