@@ -60,14 +60,17 @@ def compact(ports: list[int]) -> str:
     return ",".join(parts)
 
 
-def own_pids() -> dict[int, str]:
-    """pid -> role for the processes of this job that may hold its ports: this process and the
-    launcher chain that started it (torchrun's agent hosts the store on MASTER_PORT)."""
+def own_pids(ctx) -> dict[int, str]:
+    """pid -> role for the processes of this job that may hold its ports: this process when it
+    is a cluster agent (rank 0's store, the port-matrix listeners), and the launcher chain that
+    started it under a launcher (torchrun's agent hosts the store on MASTER_PORT)."""
     import os
 
     import psutil
 
-    out = {os.getpid(): "this llmdiag process"}
+    out = {os.getpid(): "this llmdiag process (the cluster agent)"} if ctx.services.get("cluster_agent") else {}
+    if ctx.launcher.kind == "none":
+        return out
     try:
         for p in psutil.Process().parents():
             try:
@@ -106,7 +109,7 @@ class PortsProbe(BaseProbe):
         if err is None:
             return self.ok(ctx, "master_port", f"MASTER_PORT {port} is free", evidence=[("port", port, "bindable", "")])
         hs = holders({port}).get(port, [])
-        own = own_pids()
+        own = own_pids(ctx)
         hosted = (ctx.services.get("own_ports") or {}).get(port)
         if ours(hs, own) or (hosted and not [h for h in hs if h.get("pid") and h["pid"] not in own]):
             who = "; ".join(f"pid {h['pid']}, {own[h['pid']]}" for h in hs) or hosted
@@ -132,7 +135,7 @@ class PortsProbe(BaseProbe):
             if err:
                 busy[p] = err
         who = holders(set(busy)) if busy else {}
-        own = own_pids() if busy else {}
+        own = own_pids(ctx) if busy else {}
         for p in [p for p in busy if ours(who.get(p, []), own)]:
             del busy[p]  # held by this job (the cluster port-matrix listeners): bindable for it
         ev = [("range", f"{lo}-{hi}", None, "ports"), ("tested", compact(tested) or "(none)", None, "ports"),

@@ -93,6 +93,7 @@ class Agent:
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
+        ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
     # -- helpers -------------------------------------------------------------------------
     def left(self, margin: float = 0.0) -> float:
@@ -306,6 +307,7 @@ class Agent:
         else:
             self.meta["clock"] = {"skew_ms": 0.0, "rtt_ms": 0.0, "reference": True}
         self.mark("clock", t0)
+        self.log("checking clocks, shared paths and the port matrix with the other nodes")
         t0 = time.monotonic()
         self._shared_paths(float(plan.get("share_wait_s") or 5.0))
         self.mark("shared_fs", t0)
@@ -427,6 +429,8 @@ class Agent:
                                           "before it", runbook="probe-timeout",
                                   remediation="Raise cluster.timeout_s (or --timeout), or --skip the probe."))
                 continue
+            self.log(f"running the group probe {p.name} across {len(self.roster.ranks)} nodes "
+                     f"(at most {min(p.timeout_s, left):.0f} s)")
             res = list(run_probes(bounded([p], left), self.ctx, parallel=1).results)
             out += res
             if any(r.check == "probe" and r.runbook == "probe-timeout" for r in res):

@@ -38,9 +38,13 @@ def test_master_port_held_by_this_process_is_expected_not_busy():
     s = _listen()
     port = s.getsockname()[1]
     try:
-        r = PortsProbe().master_port(context(env={"MASTER_PORT": str(port)}), port)
+        ctx = context(env={"MASTER_PORT": str(port)})
+        alone = PortsProbe().master_port(ctx, port)
+        ctx.services["cluster_agent"] = True  # as the cluster agent (rank 0 hosts the store) sets it
+        r = PortsProbe().master_port(ctx, port)
     finally:
         s.close()
+    assert alone.status is Status.FAIL  # not a cluster agent: a port this process holds is busy for the job
     assert r.status is Status.PASS, r.summary
     assert "this job's own rendezvous" in r.summary and f"pid {os.getpid()}" in r.summary
 
@@ -52,7 +56,8 @@ def test_master_port_held_by_the_launcher_that_started_us_is_expected():
         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", 0)); s.listen(); port = s.getsockname()[1]
         child = ("from llmdiag.probes.ports import PortsProbe; from tests.probes.nodeutil import context; "
-                 f"r = PortsProbe().master_port(context(), {port}); print(r.status.value, r.summary)")
+                 "env = dict(TORCHELASTIC_RUN_ID='j', RANK='0', LOCAL_RANK='0', WORLD_SIZE='2', MASTER_ADDR='h'); "
+                 f"r = PortsProbe().master_port(context(env=env), {port}); print(r.status.value, r.summary)")
         print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True).stdout)
     """)
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=60)
@@ -76,7 +81,9 @@ def test_port_range_ports_held_by_this_process_are_not_busy():
     s = _listen()
     port = s.getsockname()[1]
     try:
-        r = PortsProbe().port_range(context(), port, port + 1, 1)
+        ctx = context()
+        ctx.services["cluster_agent"] = True  # the port-matrix listeners of this agent
+        r = PortsProbe().port_range(ctx, port, port + 1, 1)
     finally:
         s.close()
     assert r.status is Status.PASS, r.summary
