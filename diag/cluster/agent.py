@@ -93,7 +93,8 @@ class Agent:
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
-        ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
+        if getattr(ctx, "services", None) is not None:
+            ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
     # -- helpers -------------------------------------------------------------------------
     def left(self, margin: float = 0.0) -> float:
