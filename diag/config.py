@@ -215,10 +215,12 @@ class Config:
     ``has_section(name)`` tells whether the file (or a flag) set anything in that section.
     """
 
-    def __init__(self, values: dict[str, dict[str, Any]], present: set[str], source: str | None):
+    def __init__(self, values: dict[str, dict[str, Any]], present: set[str], source: str | None,
+                 explicit: set[tuple[str, str]] | None = None):
         self._values = values
         self._present = present
         self.source = source
+        self._explicit = set(explicit or ())
 
     @classmethod
     def default(cls) -> Config:
@@ -242,7 +244,8 @@ class Config:
                 fname: _check(f, raw.get(fname, f.default), f"{sname}.{fname}", source)
                 for fname, f in fields.items()
             }
-        return cls(values, {s for s in data if data[s]}, source)
+        explicit = {(s, f) for s in data for f in (data[s] or {})}
+        return cls(values, {s for s in data if data[s]}, source, explicit)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -270,13 +273,15 @@ class Config:
         """A copy with flag values applied (``None`` means "flag not given")."""
         values = {s: dict(v) for s, v in self._values.items()}
         present = set(self._present)
+        explicit = set(self._explicit)
         for (sname, fname), value in overrides.items():
             if value is None:
                 continue
             field = SECTIONS[sname][fname]
             values[sname][fname] = _check(field, value, f"{sname}.{fname}", "command line")
             present.add(sname)
-        return Config(values, present, self.source)
+            explicit.add((sname, fname))
+        return Config(values, present, self.source, explicit)
 
     def get(self, section: str, field: str, default: Any = None) -> Any:
         value = self._values.get(section, {}).get(field)
@@ -287,6 +292,10 @@ class Config:
 
     def has_section(self, name: str | None) -> bool:
         return name is not None and name in self._present
+
+    def is_set(self, section: str, field: str) -> bool:
+        """True when the file or a flag gave ``section.field`` (a default is not the user's value)."""
+        return (section, field) in self._explicit
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {s: dict(v) for s, v in self._values.items()}
@@ -315,6 +324,8 @@ register_section(
         Field("node_report_dir", "str", None, "every node writes its node report here (for `report merge`)"),
         Field("ssh_config", "str", None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config"),
         Field("ssh_connect_timeout_s", "int", 10, "--hostfile runs: ssh ConnectTimeout", min=1, max=300),
+        Field("ssh_window", "int", 64, "--hostfile runs: at most this many ssh handshakes at once (sshd "
+              "MaxStartups, bastions)", min=1, max=10000),
         Field("remote_command", "str", "llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)"),
     ],
     "The cluster and the job's launch shape.",

@@ -92,6 +92,11 @@ def run_probe(probe: Probe, ctx: Context) -> list[Result]:
     start = time.monotonic()
     reason = unmet_requirement(probe, ctx)
     if reason:
+        # a probe may turn a missing requirement into its own finding (GPUs expected, no driver)
+        own = getattr(probe, "unmet", None)
+        found = list(own(ctx, reason) or ()) if callable(own) else []
+        if found:
+            return found
         return [
             Result(probe=probe.name, check="probe", node=ctx.node, status=Status.SKIP,
                    summary=f"skipped: {reason}", runbook="check-skipped")
@@ -196,3 +201,22 @@ def run_probes(
         finished_at=time.time(),
         meta={"launcher": ctx.launcher.kind},
     )
+
+
+class _TimeoutOverride:
+    """A probe with its deadline replaced (``--timeout``, a cluster stage's share of the budget)."""
+
+    def __init__(self, probe: Probe, timeout_s: float):
+        self._probe = probe
+        self.timeout_s = float(timeout_s)
+
+    def __getattr__(self, name):
+        return getattr(self._probe, name)
+
+    def run(self, ctx):
+        return self._probe.run(ctx)
+
+
+def with_timeout(probe: Probe, timeout_s: float) -> Probe:
+    """``probe`` with the deadline ``timeout_s`` (everything else unchanged)."""
+    return _TimeoutOverride(probe, timeout_s)  # type: ignore[return-value]

@@ -36,6 +36,16 @@ class GpuProbe(BaseProbe):
     requires = frozenset({Requirement.GPU})
     timeout_s = 30.0
 
+    def unmet(self, ctx: Context, reason: str) -> list[Result]:
+        """No usable GPU here: a failure when the job expects GPUs on every node, else a skip."""
+        expected = ctx.config.get("cluster", "gpus_per_node")
+        if not expected:
+            return []
+        return [self.fail(ctx, "count", f"0 GPU(s) usable, {expected} expected: {reason}",
+                          evidence=[("gpus", 0, expected, "")], data={"gpu_count": 0}, runbook="gpu-count-mismatch",
+                          remediation="Check `nvidia-smi` on this node: install or load the NVIDIA driver (lsmod | grep "
+                                      "nvidia), or start the container with the GPUs (--gpus all / the device plugin).")]
+
     def run(self, ctx: Context) -> Iterable[Result]:
         from llmdiag import nvml  # noqa: PLC0415
 

@@ -108,13 +108,11 @@ class LauncherProbe(BaseProbe):
 
     def check_config(self, ctx: Context) -> Result:
         info, cfg = ctx.launcher, ctx.config
-        pairs = [
-            ("nodes", cfg.get("cluster", "nodes"), info.nnodes, "NNODES"),
-            ("nproc_per_node", cfg.get("cluster", "nproc_per_node"), info.nproc_per_node, "NPROC_PER_NODE"),
-        ]
-        if cfg.has_section("cluster"):
-            pairs.append(("master_addr", cfg.get("cluster", "master_addr"), info.master_addr, "MASTER_ADDR"))
-            pairs.append(("master_port", cfg.get("cluster", "master_port"), info.master_port, "MASTER_PORT"))
+        # only what the user wrote down: a default (master_port 29500) is nobody's plan
+        pairs = [(k, cfg.get("cluster", k), got, var) for k, got, var in (
+            ("nodes", info.nnodes, "NNODES"), ("nproc_per_node", info.nproc_per_node, "NPROC_PER_NODE"),
+            ("master_addr", info.master_addr, "MASTER_ADDR"), ("master_port", info.master_port, "MASTER_PORT"),
+        ) if cfg.is_set("cluster", k)]
         diffs = [(f"[cluster] {k} vs {var}", got, want, "") for k, want, got, var in pairs
                  if want is not None and got is not None and want != got]
         if diffs:

@@ -13,6 +13,7 @@ Where it runs, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -22,14 +23,22 @@ from typing import Any
 from llmdiag.probe import BaseProbe, Requirement
 from llmdiag.result import Status
 
+#: The links' automatic comparison (no expected busbw, no low result): a link or node below
+#: this fraction of the median is slow (``nccl_bench.pairwise_low_fraction``, when set, rules).
+AUTO_LOW_FRACTION = 0.2
+
 
 def probe_settings(section: dict[str, Any]) -> dict[str, Any]:
     """The short version: four sizes up to ``probe_max_bytes``, ``probe_iters`` iterations."""
     from llmdiag.ncclbench.sizes import parse_size
 
     top = parse_size(section["probe_max_bytes"])
+    # pairwise messages stay short too, but not below 4 MiB: a shaped link passes a small
+    # message in its burst at full speed (tc tbf, switch buffers) and would look healthy
+    pair = min(parse_size(section["pairwise_bytes"]), max(top, 4 << 20))
     return dict(section, min_bytes=str(max(1, top // 64)), max_bytes=str(top), step_factor=4, warmup_iters=2,
-                iters=section["probe_iters"], plateau_sizes=min(int(section["plateau_sizes"]), 2))
+                iters=section["probe_iters"], plateau_sizes=min(int(section["plateau_sizes"]), 2),
+                pairwise_bytes=str(pair))
 
 
 class NcclBenchProbe(BaseProbe):
@@ -71,9 +80,17 @@ class NcclBenchProbe(BaseProbe):
         doc = verdict.build_doc(result, settings)
         low = any(f["status"] != "pass" and f["check"].endswith("/busbw") for f in doc["findings"])
         strag = bool(doc.get("straggler") and doc["straggler"]["flagged"])
-        # Every rank sees the same doc, so every rank takes the same branch here.
-        if settings["auto_pairwise"] and (low or strag) and result["nodes"] >= 2:
+        # Every rank sees the same doc, so every rank takes the same branch here. From three
+        # nodes on, the links are always compared with each other: a slow node or link is an
+        # outlier among its peers whether or not an expected busbw is configured.
+        if settings["auto_pairwise"] and ((low or strag) and result["nodes"] >= 2 or result["nodes"] >= 3):
             import torch
+
+            if not low and not ctx.config.is_set("nccl_bench", "pairwise_low_fraction"):
+                # no expected busbw was missed: only a clear outlier counts (CPU load on shared hosts
+                # moves a healthy link by 2-3x; a broken one is 5x and more below)
+                spec = dataclasses.replace(spec, pairwise_low_fraction=min(spec.pairwise_low_fraction,
+                                                                           AUTO_LOW_FRACTION))
 
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
             result["pairwise"] = pairwise.measure(
@@ -110,7 +127,18 @@ class NcclBenchProbe(BaseProbe):
         """Every node holds the same document. Group-wide results (busbw, correctness) are each
         node's too (all took part); a finding that names a node (a slow node or link, a
         straggler) is reported only by that node, so the cluster report blames the right one."""
-        mine = [f for f in doc["findings"] if not f["node"] or f["node"] == ctx.node]
+        pw = doc.get("pairwise") or {}
+        culprits = {n["node"] for n in pw.get("slow_nodes") or ()} | {lk["a"] for lk in pw.get("slow_links") or ()}
+        mine = []
+        for f in doc["findings"]:
+            if f["node"] is None and f["status"] != Status.PASS.value and f["check"].endswith("/busbw") and culprits:
+                # the group's low busbw has a named cause: it is the culprits' finding, not every node's
+                if ctx.node in culprits:
+                    mine.append(dict(f, node=ctx.node, summary=f"{f['summary']}; the pairwise test names "
+                                                               f"{', '.join(sorted(culprits))}"))
+                continue
+            if not f["node"] or f["node"] == ctx.node:
+                mine.append(f)
         yield from self._results(ctx, dict(doc, findings=mine), where)
 
     def _results(self, ctx, doc, where):

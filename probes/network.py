@@ -63,7 +63,7 @@ class NetworkProbe(BaseProbe):
                 "state": _read(sysdir / "operstate") or ("up" if st.isup else "down"),
                 "mtu": st.mtu,
                 "speed_mbps": speed,
-                "kind": nicselect.kind_of(name),
+                "kind": nicselect.kind_of(name, sysdir),
                 "addresses": [a.address.split("%")[0] for a in addrs.get(name, ())
                               if a.family in (socket.AF_INET, socket.AF_INET6)],
             }
@@ -104,7 +104,8 @@ class NetworkProbe(BaseProbe):
 
     def selection(self, ctx, check, sel, ifaces, usable):
         var = "NCCL_SOCKET_IFNAME" if check == "nccl_ifname" else "GLOO_SOCKET_IFNAME"
-        fastest = max((ifaces[n]["speed_mbps"] or 0 for n in usable if ifaces[n]["kind"] != "loopback"), default=0)
+        fastest = max((ifaces[n]["speed_mbps"] or 0 for n in usable if ifaces[n]["kind"] in nicselect.ROUTABLE),
+                      default=0)
         ev = [("selected", ",".join(sel.names) or "(none)", None, ""), ("rule", sel.rule, None, ""),
               ("fastest_up_speed", fastest or None, None, "Mb/s")]
         data = {f"{check}_selected": list(sel.names)}
@@ -114,7 +115,9 @@ class NetworkProbe(BaseProbe):
                              evidence=ev, data=data, remediation=fix, runbook="nic-selection")
         first = sel.names[0]
         kind = ifaces[first]["kind"]
-        if kind != "physical":
+        # a veth is a container's (pod's) own NIC when nothing physical is here to use instead
+        container = kind == "veth" and not any(i["kind"] in nicselect.ROUTABLE for i in ifaces.values())
+        if kind not in nicselect.ROUTABLE and not container:
             return self.warn(ctx, check, f"{sel.rule} selects {first}, a {kind} interface: other nodes cannot reach it "
                              "or it is slow", evidence=ev, data=data, remediation=fix, runbook="nic-selection")
         speed = ifaces[first]["speed_mbps"] or 0
@@ -130,8 +133,13 @@ class NetworkProbe(BaseProbe):
 
     @staticmethod
     def _best(ifaces, usable) -> str | None:
-        phys = [n for n in usable if ifaces[n]["kind"] == "physical"]
-        return max(phys, key=lambda n: ifaces[n]["speed_mbps"] or 0, default=None)
+        """The interface a fix may name: physical (or bond/VLAN) first, a container's veth next,
+        never a bridge or tunnel."""
+        for kinds in (nicselect.ROUTABLE, ("veth",)):
+            found = [n for n in usable if ifaces[n]["kind"] in kinds]
+            if found:
+                return max(found, key=lambda n: ifaces[n]["speed_mbps"] or 0)
+        return None
 
     def expected(self, ctx, ifaces):
         for want in ctx.config.get("network", "interfaces") or []:

@@ -65,10 +65,49 @@ def select_gloo(value: str, candidates: Sequence[str]) -> Selection:
     return Selection(tuple(n for n in wanted if n in candidates), f"GLOO_SOCKET_IFNAME={value}")
 
 
-def kind_of(name: str) -> str:
-    """``loopback``, ``virtual`` (container/VM bridges, veth, tunnels) or ``physical``."""
+#: Kinds a job may use to reach other nodes (a bond or VLAN sits on physical NICs).
+ROUTABLE = ("physical", "bond", "vlan")
+
+
+def _sysfs_read(path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def kind_of(name: str, sysdir=None) -> str:
+    """What an interface is: ``loopback``, ``physical`` (a device behind it), ``bond``, ``vlan``,
+    ``bridge``, ``veth``, ``tun``, or ``virtual`` (anything else without a device).
+
+    Read from sysfs (``/sys/class/net/NAME``) when ``sysdir`` exists there: a bridge is a
+    bridge whatever its name (``br0``, ``lxdbr0``), an ``eth0`` that is a veth is a veth. Only
+    without sysfs does the name decide.
+    """
     if name == "lo" or name.startswith("lo:"):
         return "loopback"
+    if sysdir is not None and sysdir.is_dir():
+        uevent = dict(line.split("=", 1) for line in (_sysfs_read(sysdir / "uevent") or "").splitlines()
+                      if "=" in line)
+        devtype = uevent.get("DEVTYPE", "")
+        if _sysfs_read(sysdir / "type") == "772":
+            return "loopback"
+        if (sysdir / "bridge").is_dir() or devtype == "bridge":
+            return "bridge"
+        if (sysdir / "bonding").is_dir() or devtype == "bond":
+            return "bond"
+        if (sysdir / "tun_flags").exists() or devtype in ("wireguard", "vxlan", "geneve", "ipip", "gre"):
+            return "tun"
+        if devtype == "vlan":
+            return "vlan"
+        if (sysdir / "device").exists():
+            return "physical"
+        iflink, ifindex = _sysfs_read(sysdir / "iflink"), _sysfs_read(sysdir / "ifindex")
+        if iflink and ifindex and iflink != ifindex and not devtype:
+            return "veth"  # a pair's end (a container's eth0 is one)
+        return "virtual"
+    if name.startswith(("br", "virbr", "docker", "lxdbr", "cni")):
+        return "bridge"
     if name.startswith(VIRTUAL_PREFIXES):
         return "virtual"
     return "physical"

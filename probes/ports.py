@@ -60,6 +60,33 @@ def compact(ports: list[int]) -> str:
     return ",".join(parts)
 
 
+def own_pids(ctx) -> dict[int, str]:
+    """pid -> role for the processes of this job that may hold its ports: this process when it
+    is a cluster agent (rank 0's store, the port-matrix listeners), and the launcher chain that
+    started it under a launcher (torchrun's agent hosts the store on MASTER_PORT)."""
+    import os
+
+    import psutil
+
+    out = {os.getpid(): "this llmdiag process (the cluster agent)"} if ctx.services.get("cluster_agent") else {}
+    if ctx.launcher.kind == "none":
+        return out
+    try:
+        for p in psutil.Process().parents():
+            try:
+                out[p.pid] = f"the launcher that started this process ({p.name()})"
+            except psutil.Error:
+                out[p.pid] = "the launcher that started this process"
+    except psutil.Error:
+        pass
+    return out
+
+
+def ours(hs: list[dict], own: dict[int, str]) -> bool:
+    """True when every holder of a port is this job's own process (or its launcher)."""
+    return bool(hs) and all(h.get("pid") in own for h in hs)
+
+
 def _holder_text(hs: list[dict]) -> str:
     return "; ".join(f"pid {h['pid']} ({h['name'] or '?'})" if h["pid"] else "a process not visible here" for h in hs)
 
@@ -82,6 +109,13 @@ class PortsProbe(BaseProbe):
         if err is None:
             return self.ok(ctx, "master_port", f"MASTER_PORT {port} is free", evidence=[("port", port, "bindable", "")])
         hs = holders({port}).get(port, [])
+        own = own_pids(ctx)
+        hosted = (ctx.services.get("own_ports") or {}).get(port)
+        if ours(hs, own) or (hosted and not [h for h in hs if h.get("pid") and h["pid"] not in own]):
+            who = "; ".join(f"pid {h['pid']}, {own[h['pid']]}" for h in hs) or hosted
+            return self.ok(ctx, "master_port", f"MASTER_PORT {port} is held by this job's own rendezvous ({who}): "
+                           "expected", evidence=[("port", port, "this job's rendezvous", ""), ("holder", who, None, "")],
+                           data={"own": True})
         who = _holder_text(hs) if hs else "holder unknown"
         return self.fail(ctx, "master_port", f"MASTER_PORT {port} is busy ({err}): held by {who}",
                          evidence=[("port", port, "bindable", ""), ("holder", who, None, "")],
@@ -101,6 +135,9 @@ class PortsProbe(BaseProbe):
             if err:
                 busy[p] = err
         who = holders(set(busy)) if busy else {}
+        own = own_pids(ctx) if busy else {}
+        for p in [p for p in busy if ours(who.get(p, []), own)]:
+            del busy[p]  # held by this job (the cluster port-matrix listeners): bindable for it
         ev = [("range", f"{lo}-{hi}", None, "ports"), ("tested", compact(tested) or "(none)", None, "ports"),
               ("busy", compact(sorted(busy)) or "(none)", "(none)", "ports")]
         data = {"tested": compact(tested), "busy": {str(p): who.get(p, []) for p in busy}}

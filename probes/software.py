@@ -138,9 +138,12 @@ class SoftwareProbe(BaseProbe):
             why = f"importing torch crashed the interpreter (signal {-child.returncode})"
         else:
             why = f"importing torch failed: {last or child.error or f'exit code {child.returncode}'}"
+        # "not installed" is a value nodes can compare; a timeout or crash is not a version at all
+        # (it stays out of the cluster's consistency comparison)
+        missing = "not installed" in why
         return self.fail(
             ctx, "torch", why, evidence=[("import torch", last or child.error or child.returncode, "imports", "")],
-            data={"torch": None}, runbook="software-torch-missing",
+            data={"torch": None} if missing else {"torch_unknown": why}, runbook="software-torch-missing",
             remediation=f"Check with `{sys.executable} -c 'import torch; print(torch.__version__)'`; install a torch "
                         "built for this node's CUDA driver (pip install torch) into the job's environment.",
         )
@@ -179,6 +182,10 @@ class SoftwareProbe(BaseProbe):
         return self.ok(ctx, "torch-cuda", f"torch sees {facts.get('cuda_devices')} GPU(s) with CUDA {facts['torch_cuda']}")
 
     def check_packages(self, ctx: Context, inventory: dict) -> Result:
+        if "packages" not in inventory:
+            # the child never printed its inventory (timed out or crashed first): unknown, not "none"
+            return self.skip(ctx, "packages", "package versions unknown: the inventory child printed nothing "
+                             "(see the torch check)")
         pk = inventory.get("packages") or {}
         data = {name.replace("-", "_"): pk.get(name) for name in PACKAGES}
         present = [f"{n} {v}" for n, v in pk.items() if v]

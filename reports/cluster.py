@@ -69,6 +69,94 @@ def _groups(doc: Mapping[str, Any]) -> list[tuple[str, list[Mapping[str, Any]]]]
 
 
 def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    """One node: its full table. More nodes: what to read in ten seconds — what failed, where
+    and the fix (identical findings on several nodes once), one line per node, the cluster
+    sections; the full per-node detail is in ``-f json|markdown|html -o FILE``."""
+    if len(doc.get("nodes") or []) > 1:
+        return _terminal_summary(doc, opts)
+    return _terminal_full(doc, opts)
+
+
+def _problems(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
+    """Non-pass results, fails first; the same check with the same fix on several nodes is one
+    entry naming every node."""
+    order = {"fail": 0, "warn": 1}
+    groups: dict[tuple, tuple[Mapping[str, Any], list[str]]] = {}
+    for r in doc.get("results", []):
+        if r["status"] not in order:
+            continue
+        key = (r["status"], r["probe"], r["check"], r.get("remediation"))
+        if key in groups:
+            groups[key][1].append(r["node"])
+        else:
+            groups[key] = (r, [r["node"]])
+    return sorted(groups.values(), key=lambda g: order[g[0]["status"]])
+
+
+def _node_line(node: Mapping[str, Any], results: list[Mapping[str, Any]]) -> tuple[str, str, str]:
+    counts = {s: sum(r["status"] == s for r in results) for s in ("pass", "warn", "fail", "skip")}
+    bad = [f"{r['probe']}/{r['check']}" if r["check"] != "probe" else r["probe"]
+           for r in results if r["status"] in ("fail", "warn")]
+    text = ", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "fail", "skip") if counts[s])
+    if bad:
+        text += ": " + ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+    status = "fail" if counts["fail"] else "warn" if counts["warn"] else "pass"
+    return status, node["node"], text
+
+
+def _terminal_summary(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+    from rich.table import Table
+    from rich.text import Text
+
+    from llmdiag.cluster.compare import node_list
+
+    con = make_console(opts)
+    problems = _problems(doc)
+    if problems:
+        table = Table(title=Text("what failed, where, and the fix", style="bold"), title_justify="left",
+                      box=None, pad_edge=False, header_style="bold")
+        table.add_column("status", no_wrap=True)
+        table.add_column("where", overflow="fold")
+        table.add_column("finding", overflow="fold")
+        for r, nodes in problems[:PROBLEMS_SHOWN]:
+            label = r["probe"] if r["check"] == "probe" else f"{r['probe']}/{r['check']}"
+            body = Text(f"{label}: {r['summary']}")
+            ev = (r.get("evidence") or [])[:2]
+            for e in ev:
+                body.append("\n  " + evidence_line(e), style="dim")
+            if r.get("remediation"):
+                body.append("\n  fix: " + r["remediation"])
+            if r.get("runbook"):
+                body.append(f"\n  runbook: llmdiag runbook {r['runbook']}", style="dim")
+            table.add_row(status_text(r["status"]), Text(node_list(nodes)), body)
+        con.print(table)
+        if len(problems) > PROBLEMS_SHOWN:
+            con.print(Text(f"... and {len(problems) - PROBLEMS_SHOWN} more findings (see -f json/markdown/html)"))
+        con.print()
+    nodes = Table(title=Text("nodes", style="bold"), title_justify="left", box=None, pad_edge=False,
+                  header_style="bold")
+    for col in ("status", "node", "checks"):
+        nodes.add_column(col, overflow="fold", no_wrap=col != "checks")
+    groups = dict(_groups(doc))
+    for n in doc.get("nodes", []):
+        status, name, text = _node_line(n, groups.get(n["node"], []))
+        nodes.add_row(status_text(status), Text(name), Text(text))
+    con.print(nodes)
+    con.print()
+    _terminal_sections(doc, con)
+    missing = doc.get("missing_nodes") or []
+    if missing:
+        con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
+    con.print(Text(summary_line(doc), style="bold"))
+    con.print(Text("every node's full results: -f json|markdown|html -o FILE", style="dim"))
+    return captured(con)
+
+
+#: At most this many findings in the terminal summary (the files have all of them).
+PROBLEMS_SHOWN = 20
+
+
+def _terminal_full(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     from rich.table import Table
     from rich.text import Text
 

@@ -52,6 +52,7 @@ class AgentOutcome:
     node_doc: dict[str, Any]
     cluster: ClusterReport | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    sent: bool = False  # the node report reached rank 0's store
 
 
 def _import_torch_distributed() -> None:
@@ -59,6 +60,14 @@ def _import_torch_distributed() -> None:
         import torch.distributed  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken torch is reported where the store is opened
         pass
+
+
+def bounded(probes: Sequence, seconds: float) -> list:
+    """``probes`` with their deadlines capped at ``seconds`` (the cluster budget's share)."""
+    from llmdiag.runner import with_timeout
+
+    cap = max(1.0, seconds)
+    return [p if p.timeout_s <= cap else with_timeout(p, cap) for p in probes]
 
 
 def uses_group(probe) -> bool:
@@ -83,6 +92,9 @@ class Agent:
         self.start = time.monotonic()
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
+        self.group_cut = False  # a group probe was cut mid-collective
+        if getattr(ctx, "services", None) is not None:
+            ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
     # -- helpers -------------------------------------------------------------------------
     def left(self, margin: float = 0.0) -> float:
@@ -102,8 +114,12 @@ class Agent:
         from llmdiag.runner import run_probes
 
         box: dict[str, NodeReport] = {}
+        # Local probes share the run's budget: they end in time for the group probes' share
+        # (when there are any) and for the report to reach rank 0.
+        group_share = 0.4 * self.opts.timeout_s if self.group_probes else 0.0
+        local_probes = bounded(self.local_probes, self.opts.timeout_s - self.reserve_s - group_share)
         local = threading.Thread(target=lambda: box.setdefault("r", run_probes(
-            self.local_probes, self.ctx, load_errors=self.load_errors)), name="llmdiag-local-probes", daemon=True)
+            local_probes, self.ctx, load_errors=self.load_errors)), name="llmdiag-local-probes", daemon=True)
         # torch takes seconds to import: do it while the rendezvous is probed, not after.
         threading.Thread(target=_import_torch_distributed, name="llmdiag-import", daemon=True).start()
         iface = facts.job_interface(self.world.master_addr)
@@ -125,7 +141,7 @@ class Agent:
                          remediation="Rank 0 exited or became unreachable; read rank 0's report and stderr.")
             if not local.is_alive() and not local.ident:
                 local.start()
-            local.join(max(1.0, max((p.timeout_s for p in self.local_probes), default=1.0) + 5))
+            local.join(max(1.0, max((p.timeout_s for p in local_probes), default=1.0) + 2))
             node_report = box.get("r") or NodeReport(node=self.ctx.node, results=())
             group_results = self._group_probes()
             return self._finish(node_report, group_results, iface)
@@ -193,6 +209,9 @@ class Agent:
                                   f"Check that {w.master_addr}:{w.master_port} is the store rank 0 hosts."))
             self.session = None
             return False
+        if self.hosts_store:
+            # the ports probe sees MASTER_PORT held by this process: this job's store, not a leftover
+            self.ctx.services["own_ports"] = {w.master_port: "rank 0's rendezvous store, in this process"}
         return True
 
     def _rendezvous(self, iface: dict) -> bool:
@@ -205,7 +224,7 @@ class Agent:
         target = f"{w.master_addr}:{w.master_port}"
         if not w.is_root or w.agent_store:
             r = reach.wait_open(w.master_addr, w.master_port, max(0.1, join_deadline - time.monotonic()),
-                                o.connect_timeout_s)
+                                o.connect_timeout_s, progress=self._reach_progress(target, join_deadline))
             self.meta["master_reach"] = r.to_dict()
             self.mark("reach", t0)
             if not r.ok:
@@ -229,10 +248,15 @@ class Agent:
             plan = {"clock_port": ts.port, "ports": portmatrix.choose_ports(*o.port_range, o.max_ports),
                     "sample": o.sample_peers, "full": o.full_matrix, "share_wait_s": o.share_wait_s,
                     "master_port": w.master_port}
-            self.roster = self.session.wait_joins(join_deadline, extra=plan)
+            self.roster = self.session.wait_joins(join_deadline, extra=lambda: dict(plan, left_s=round(self.left(), 3)))
             ts.token = self.roster.token.encode()
         else:
             self.roster = self.session.wait_roster(self.deadline - 1.0)
+            left = (self.roster.extra or {}).get("left_s") if self.roster is not None else None
+            if left is not None:
+                # one budget for the cluster: end with rank 0 (a node started late must not
+                # still run when rank 0 gathers the reports)
+                self.deadline = min(self.deadline, time.monotonic() + float(left) - 0.25)
         self.mark("rendezvous", t0)
         if self.roster is None:
             self.add("rendezvous", "fail", "joined the store but rank 0 never published the list of nodes",
@@ -248,6 +272,32 @@ class Agent:
                  f"nodes joined" + (f" (missing: {', '.join(w.expected_name(r) for r in missing)})" if missing else ""))
         return True
 
+    def _reach_progress(self, target: str, until: float):
+        """Tell the user at once what the rendezvous does (refused, dropped), then every 10 s."""
+        state = {"outcome": None, "next": 0.0}
+
+        def progress(r, tries: int, waited: float) -> None:
+            now = time.monotonic()
+            if r.outcome == state["outcome"] and now < state["next"]:
+                return
+            state["outcome"], state["next"] = r.outcome, now + 10.0
+            why = {reach.REFUSED: "refused: nothing listens there yet (rank 0 not started?) or a firewall REJECT",
+                   reach.TIMEOUT: "no answer: packets dropped (a firewall DROP?) or the host is down"}.get(
+                       r.outcome, r.meaning)
+            self.log(f"rendezvous {target} {why}; tried {tries} time(s) in {waited:.0f} s, retrying for "
+                     f"{max(0.0, until - now):.0f} s more")
+
+        return progress
+
+    def budget_left(self) -> float:
+        """Seconds a stage may still use before the report must go to rank 0."""
+        return self.left(self.reserve_s)
+
+    @property
+    def reserve_s(self) -> float:
+        """Kept at the end of ``cluster.timeout_s`` to send the node report and gather them."""
+        return 2.0 + 0.05 * self.opts.timeout_s
+
     # -- cluster stages ------------------------------------------------------------------
     def _stages(self) -> None:
         plan = self.roster.extra
@@ -258,6 +308,7 @@ class Agent:
         else:
             self.meta["clock"] = {"skew_ms": 0.0, "rtt_ms": 0.0, "reference": True}
         self.mark("clock", t0)
+        self.log("checking clocks, shared paths and the port matrix with the other nodes")
         t0 = time.monotonic()
         self._shared_paths(float(plan.get("share_wait_s") or 5.0))
         self.mark("shared_fs", t0)
@@ -353,7 +404,7 @@ class Agent:
                      f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
                      remediation="Set GLOO_SOCKET_IFNAME to the interface the nodes reach each other by.")
             return
-        self._cleanup.append(dist.destroy_process_group)
+        self._cleanup.append(lambda: None if self.group_cut else dist.destroy_process_group())
         self.ctx.services["process_group"] = dist.group.WORLD
         self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
                                       "node_rank": self.world.node_rank, "nnodes": self.world.nnodes,
@@ -365,8 +416,27 @@ class Agent:
             return []
         from llmdiag.runner import run_probes
 
-        # one at a time, in the same order on every node: concurrent collectives would interleave
-        return list(run_probes(self.group_probes, self.ctx, parallel=1).results)
+        if "process_group" not in self.ctx.services:
+            return list(run_probes(self.group_probes, self.ctx, parallel=1).results)
+        # One at a time, in the same order on every node (concurrent collectives would
+        # interleave), each within what is left of the budget: a probe that overruns is cut and
+        # reported as timed out, and this node's report still reaches rank 0 in time.
+        out: list[Result] = []
+        for p in self.group_probes:
+            left = self.budget_left()
+            if left < 1.0:
+                out.append(Result(probe=p.name, check="probe", node=self.ctx.node, status=Status.FAIL,
+                                  summary=f"not run: cluster.timeout_s = {self.opts.timeout_s:g} s was used up "
+                                          "before it", runbook="probe-timeout",
+                                  remediation="Raise cluster.timeout_s (or --timeout), or --skip the probe."))
+                continue
+            self.log(f"running the group probe {p.name} across {len(self.roster.ranks)} nodes "
+                     f"(at most {min(p.timeout_s, left):.0f} s)")
+            res = list(run_probes(bounded([p], left), self.ctx, parallel=1).results)
+            out += res
+            if any(r.check == "probe" and r.runbook == "probe-timeout" for r in res):
+                self.group_cut = True  # its collective may still be running: never wait on the group again
+        return out
 
     # -- the end -------------------------------------------------------------------------
     def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:
@@ -395,6 +465,7 @@ class Agent:
         t0 = time.monotonic()
         try:
             gather.send_report(s, doc)
+            outcome.sent = True
         except Exception as exc:  # noqa: BLE001
             self.log(f"could not send the node report to rank 0: {exc}")
         if not self.world.is_root:

@@ -1,4 +1,5 @@
-"""Hostfiles (DeepSpeed ``host slots=N``, OpenMPI ``host slots=N``, MPICH ``host:N``) and host names.
+"""Hostfiles (DeepSpeed ``host slots=N``, OpenMPI ``host slots=N``, MPICH ``host:N``, Slurm-style
+ranges ``gpu[01-64] slots=8``) and host names.
 
 A host name from a file ends up as an argument of ``ssh``: a name starting with ``-`` would be
 an ssh option, a name with spaces or ``;`` would be a shell command on the remote side. So
@@ -83,7 +84,16 @@ def parse_hostfile(text: str) -> list[HostEntry]:
             if not count.isdigit():
                 raise UsageError(f"hostfile line {no}: {raw.strip()!r}: expected HOST:N with N a number")
             slots = int(count)
-        entry = parse_target(first, no)
+        names = [first]
+        if "[" in first:
+            # a Slurm-style range (gpu[01-64], user@gpu[1-4,7]): one entry per host
+            from llmdiag.cluster.world import expand_nodelist
+
+            user, at, body = first.rpartition("@")
+            try:
+                names = [f"{user}{at}{h}" for h in expand_nodelist(body)]
+            except UsageError as exc:
+                raise UsageError(f"hostfile line {no}: {exc}") from None
         for tok in rest:
             m = _SLOTS_RE.match(tok)
             if not m:
@@ -92,10 +102,12 @@ def parse_hostfile(text: str) -> list[HostEntry]:
                 slots = int(m.group(1))
         if slots is not None and slots < 1:
             raise UsageError(f"hostfile line {no}: slots must be at least 1")
-        if entry.host in seen:
-            raise UsageError(f"hostfile line {no}: host {entry.host!r} already listed on line {seen[entry.host]}")
-        seen[entry.host] = no
-        entries.append(dataclasses.replace(entry, slots=slots))
+        for name in names:
+            entry = parse_target(name, no)
+            if entry.host in seen:
+                raise UsageError(f"hostfile line {no}: host {entry.host!r} already listed on line {seen[entry.host]}")
+            seen[entry.host] = no
+            entries.append(dataclasses.replace(entry, slots=slots))
     if not entries:
         raise UsageError("the hostfile lists no hosts")
     return entries

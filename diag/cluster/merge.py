@@ -78,6 +78,7 @@ def build_report(docs: Sequence[Mapping[str, Any]], *, nnodes: int | None = None
     sections["clock"] = _clock(by_name, order, skew_warn_ms, results)
     sections["shared_fs"] = _shared_fs(by_name, order, results)
     sections["port_matrix"] = _port_matrix(by_name, names, results)
+    nodes = _proven_shared(nodes, sections["shared_fs"])
     sections.update(extra_sections or {})
     return ClusterReport(command=command, nodes=tuple(nodes), cluster_results=tuple(results),
                          missing_nodes=tuple(missing_names), sections=sections, strict=strict)
@@ -202,6 +203,31 @@ def _shared_fs(by_name, order, results) -> dict[str, Any]:
                      "nodes": {n: {k: f.get(k) for k in ("exists", "fstype", "source", "mount_root", "writable",
                                                          "token_seen")} | {"fingerprint": (f.get("fingerprint") or {}).get("digest")}
                                for n, f in rows.items()}}
+    return out
+
+
+def _proven_shared(nodes: list[NodeReport], shared_fs: Mapping[str, Any]) -> list[NodeReport]:
+    """A path every node saw rank 0's token in IS shared: the node-local "should be shared but is
+    on a local filesystem type" guess (a bind mount, an unknown FUSE type) is superseded."""
+    import os
+
+    proven = {p for p, sec in shared_fs.items() if sec.get("shared") and not sec.get("problems")
+              and len(sec.get("nodes") or {}) >= 2
+              and all(v.get("token_seen") for v in sec["nodes"].values())}
+    if not proven:
+        return nodes
+    out = []
+    for n in nodes:
+        res = []
+        for r in n.results:
+            path = r.check[len("path:"):-len(":shared")] if r.check.startswith("path:") and r.check.endswith(":shared") \
+                else None
+            if r.probe == "filesystem" and r.status is Status.WARN and path and os.path.abspath(path) in proven:
+                r = r.replace(status=Status.PASS, remediation=None, runbook=None,
+                              summary=f"{r.summary}, but rank 0's token file appeared on every node: shared in fact")
+            res.append(r)
+        out.append(NodeReport(node=n.node, node_rank=n.node_rank, started_at=n.started_at, finished_at=n.finished_at,
+                              meta=n.meta, results=tuple(res)))
     return out
 
 

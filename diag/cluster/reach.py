@@ -117,16 +117,29 @@ def probe_tcp(host: str, port: int, timeout: float) -> Reach:
     return r
 
 
-def wait_open(host: str, port: int, deadline_s: float, connect_timeout: float, interval: float = 0.25) -> Reach:
+def wait_open(host: str, port: int, deadline_s: float, connect_timeout: float, interval: float = 0.25,
+              progress=None) -> Reach:
     """Retry until ``host:port`` is open or ``deadline_s`` passed; returns the last outcome.
 
     Agents start at different times, so "refused" at first is normal (the store is not up
-    yet); only what remains at the end counts. DNS failures are not retried.
+    yet); only what remains at the end counts. DNS failures are not retried. A failed end
+    result says how long and how often it was tried (the last try alone may have been short).
+    ``progress(reach, tries, waited_s)`` is called after every failed try (to tell the user).
     """
-    end = time.monotonic() + deadline_s
+    start = time.monotonic()
+    end = start + deadline_s
+    tries = 0
     while True:
         left = end - time.monotonic()
         r = probe_tcp(host, port, max(0.05, min(connect_timeout, left)))
-        if r.ok or r.outcome == UNRESOLVED or time.monotonic() + interval >= end:
+        tries += 1
+        waited = time.monotonic() - start
+        if r.ok or r.outcome == UNRESOLVED:
             return r
+        if time.monotonic() + interval >= end:
+            each = f"each {r.detail}" if r.outcome == TIMEOUT else r.detail
+            return dataclasses.replace(r, detail=f"tried {tries} times over {waited:.0f} s ({each})",
+                                       elapsed_s=waited)
+        if progress is not None:
+            progress(r, tries, waited)
         time.sleep(interval)

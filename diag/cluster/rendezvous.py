@@ -162,13 +162,14 @@ class StoreSession:
         self.store.append("join/ranks", f"{self.rank},")
         self.store.add("joined", 1)
 
-    def wait_joins(self, deadline: float, extra: dict[str, Any] | None = None, poll: float = 0.05) -> Roster:
+    def wait_joins(self, deadline: float, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None, poll: float = 0.05) -> Roster:
         """Rank 0: wait until every node joined or ``deadline`` (monotonic); publish the roster."""
         n = self.world.nnodes
         while time.monotonic() < deadline and self.count("joined") < n:
             time.sleep(poll)
         ranks = sorted(_rank_list(self.store.get("join/ranks"), n)) if self.has("join/ranks") else []
-        roster = Roster(tuple(ranks), secrets.token_hex(16), n, dict(extra or {}))
+        # ``extra`` may be a function: its values are taken when the roster is published
+        roster = Roster(tuple(ranks), secrets.token_hex(16), n, dict((extra() if callable(extra) else extra) or {}))
         self.put("roster", {"missing": roster.missing, "token": roster.token, "nnodes": n, "extra": roster.extra})
         return roster
 

@@ -25,6 +25,9 @@ MAX_ENTRIES = 256
 MAX_HASHED = 32
 SMALL_FILE = 64 * 1024
 TOKEN_PREFIX = ".llmdiag-share-"
+#: llmdiag's own files (token files, the filesystem probe's throughput-test temp files): every
+#: node writes them into a shared path at the same moment, so they never count as contents.
+OWN_PREFIX = ".llmdiag-"
 
 
 def _mounts() -> list[dict]:
@@ -46,11 +49,11 @@ def _mounts() -> list[dict]:
 
 
 def fingerprint(path: str) -> dict:
-    """Bounded summary of a directory's top level (our own token files are left out)."""
+    """Bounded summary of a directory's top level (llmdiag's own ``.llmdiag-*`` files are left out)."""
     h = hashlib.sha256()
     hashed = 0
     with os.scandir(path) as it:
-        entries = sorted((e for e in it if not e.name.startswith(TOKEN_PREFIX)), key=lambda e: e.name)
+        entries = sorted((e for e in it if not e.name.startswith(OWN_PREFIX)), key=lambda e: e.name)
     for e in entries[:MAX_ENTRIES]:
         try:
             st = e.stat(follow_symlinks=False)

@@ -1,7 +1,7 @@
 """Who this agent is in the cluster and where the rendezvous lives, from flags or a launcher.
 
 Precedence (the same as everywhere): flags (``--nnodes``, ``--node-rank``, ``--master-addr``,
-``--master-port``) override the launcher's variables (torchrun, Slurm, OpenMPI, plain
+``--master-port``) override the launcher's variables (torchrun, Kubernetes, Slurm, MPI, plain
 ``NNODES``/``NODE_RANK``/``MASTER_ADDR``/``MASTER_PORT``), which override the config file's
 ``[cluster]`` section. One agent runs per node: when a launcher starts several processes per
 node, only local rank 0 is the agent and the others exit at once.
@@ -15,6 +15,10 @@ from collections.abc import Mapping
 
 from llmdiag.errors import UsageError
 from llmdiag.launcher import LauncherInfo
+
+
+class RendezvousUnknown(UsageError):
+    """A multi-node job whose rendezvous cannot be known: a usage error, never a single-node run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +102,12 @@ def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nno
     n = nnodes or launcher.nnodes or config.get("cluster", "nodes")
     rank = node_rank if node_rank is not None else launcher.node_rank
     local_rank = launcher.local_rank
-    if rank is None and kind in ("openmpi", "slurm") and launcher.rank is not None:
+    if rank is None and kind in ("openmpi", "mpich", "pmix", "slurm") and launcher.rank is not None:
         per = launcher.local_world_size or 1
         rank = launcher.rank // per
+    if not n and kind == "kubernetes" and rank is not None:
+        raise RendezvousUnknown("this pod has a node index but the number of nodes is unknown: set NNODES "
+                                "(or PET_NNODES) in the pod spec")
     if not n or n <= 1:
         return None
     if rank is None:
@@ -113,7 +120,14 @@ def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nno
     addr = master_addr or launcher.master_addr or config.get("cluster", "master_addr") or (
         slurm_hosts[0] if slurm_hosts else None)
     if not addr:
-        raise UsageError("the rendezvous host is unknown: pass --master-addr or set MASTER_ADDR")
+        how = {"openmpi": "mpirun gives no rendezvous address: export MASTER_ADDR=<the first host> to every rank "
+                          "(mpirun -x MASTER_ADDR=HOST ...)",
+               "mpich": "mpiexec gives no rendezvous address: set MASTER_ADDR=<the first host> for every rank "
+                        "(mpiexec -genv MASTER_ADDR HOST ...)",
+               "pmix": "PMIx gives no rendezvous address: set MASTER_ADDR=<the first host> for every rank",
+               "kubernetes": "set MASTER_ADDR (or PET_MASTER_ADDR) to the first pod's service name"}.get(
+                   kind, "pass --master-addr or set MASTER_ADDR")
+        raise RendezvousUnknown(f"{n} nodes but the rendezvous host is unknown: {how}")
     port = master_port or launcher.master_port or config.get("cluster", "master_port")
     agent_store = kind == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
     return World(node_rank=rank, nnodes=n, master_addr=addr, master_port=int(port), launcher=kind,

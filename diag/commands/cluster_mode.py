@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -36,13 +37,43 @@ def _log(node: str):
     return log
 
 
+def with_baseline(report: ClusterReport, save_dir: str | None, baseline: dict | None) -> ClusterReport:
+    """Compare with a saved baseline (its findings join the cluster results), then save one."""
+    if baseline is not None:
+        from llmdiag.cluster.baseline import compare
+
+        report = dataclasses.replace(report, cluster_results=tuple(report.cluster_results) +
+                                     tuple(compare(baseline, report)))
+    if save_dir:
+        from llmdiag.cluster.baseline import save
+
+        try:
+            path = save(save_dir, report)
+            print(f"llmdiag: baseline saved to {path}", file=sys.stderr, flush=True)
+        except OSError as exc:
+            print(f"llmdiag: could not save the baseline to {save_dir}: {exc}", file=sys.stderr, flush=True)
+    return report
+
+
+def drain_if_failed(results, strict: bool, env) -> None:
+    """``--slurm-drain``: drain this node when one of its own checks failed (the reason says which)."""
+    from llmdiag.cluster import slurm
+
+    reason = slurm.drain_reason(results, strict)
+    if reason is None:
+        return
+    ok, what = slurm.drain(slurm.node_name(env), reason, env)
+    print(f"llmdiag: {what}", file=sys.stderr, flush=True)
+
+
 def _exit(report: ClusterReport, strict: bool) -> None:
     st = report.status
     if st is Status.FAIL or (strict and st is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)
 
 
-def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color) -> None:
+def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color, save_baseline=None,
+                   baseline=None, slurm_drain=False) -> None:
     """One agent; rank 0 prints the cluster report, other nodes their node report."""
     from llmdiag.cluster.agent import Agent
 
@@ -57,16 +88,22 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
         agent.cleanup()
         ctx.cleanup.run()
     if outcome.cluster is not None:
-        report = outcome.cluster
+        report = with_baseline(outcome.cluster, save_baseline, baseline)
     else:
         report = ClusterReport(command="preflight", nodes=(NodeReport.from_dict(outcome.node_doc),), strict=strict)
-        log(f"node report sent to rank 0; this node: {report.status.value}")
+        if outcome.sent:
+            log(f"node report sent to rank 0; this node: {report.status.value}")
+        else:
+            log(f"rank 0 was not reached: this node's report is printed here only; this node: {report.status.value}")
     emit_doc(report.to_dict(), fmt, output, width, no_color, env=ctx.env)
+    if slurm_drain:
+        mine = [r for n in report.nodes if n.node_rank == world.node_rank for r in n.results]
+        drain_if_failed(mine, strict, ctx.env)
     _exit(report, strict)
 
 
 def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthrough, fmt, output, width,
-                      no_color) -> None:
+                      no_color, save_baseline=None, baseline=None) -> None:
     from llmdiag.cluster.coordinator import run_hostfile
     from llmdiag.cluster.hostfile import host_problem, read_hostfile
     from llmdiag.errors import UsageError
@@ -81,6 +118,7 @@ def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthro
         timeout_s=float(config.get("cluster", "timeout_s")), remote_command=config.get("cluster", "remote_command"),
         ssh_config=config.get("cluster", "ssh_config"), connect_timeout=int(config.get("cluster", "ssh_connect_timeout_s")),
         passthrough=passthrough, skew_warn_ms=float(config.get("thresholds", "clock_skew_warn_ms")), strict=strict,
-        log=_log("hostfile"))
+        log=_log("hostfile"), window=int(config.get("cluster", "ssh_window")))
+    report = with_baseline(report, save_baseline, baseline)
     emit_doc(report.to_dict(), fmt, output, width, no_color, env=env)
     _exit(report, strict)

@@ -95,6 +95,12 @@ def cluster_options(fn):
         click.option("--remote-command", default=None, help="How to start llmdiag on each host (--hostfile)."),
         click.option("--ssh-config", type=click.Path(dir_okay=False), default=None,
                      help="ssh client config file for --hostfile (default: ~/.ssh/config)."),
+        click.option("--slurm-drain", is_flag=True,
+                     help="When a check fails, drain this Slurm node with the finding as the reason (prolog/NHC)."),
+        click.option("--save-baseline", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                     help="Keep this run's per-node numbers (versions, busbw, throughput) in DIR/baseline.json."),
+        click.option("--baseline", "baseline_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                     help="Compare with the baseline saved in DIR and name the regressions."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -120,7 +126,8 @@ def cluster_options(fn):
 @output_options()
 def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_node, port_range, interfaces,
               paths, shared_paths, hostfile, nnodes, node_rank, master_addr, master_port, node_report_dir,
-              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, fmt, output, width, no_color):
+              full_matrix, sample_peers, expected_hosts, remote_command, ssh_config, slurm_drain, save_baseline,
+              baseline_dir, fmt, output, width, no_color):
     """Check this node, or every node of a cluster (versions, GPUs, limits, network, ports, paths).
 
     Cluster mode starts when the job has more than one node: under torchrun, srun or mpirun
@@ -165,6 +172,11 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         for e in load_errors:
             click.echo(f"{e.source:<14} BROKEN: {e.message}")
         return
+    baseline = None
+    if baseline_dir:
+        from llmdiag.cluster.baseline import load
+
+        baseline = load(baseline_dir)
     only = list(only) or list(config.get("probes", "only") or [])
     skip = list(skip) + list(config.get("probes", "skip") or [])
     probes = select_probes(probes, only, skip)
@@ -178,24 +190,32 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         return run_hostfile_mode(config, env, strict=strict, master_addr=master_addr, master_port=master_port,
                                  passthrough=_passthrough(config_path, only, skip, paths, shared_paths, port_range,
                                                           node_report_dir, full_matrix, sample_peers),
-                                 fmt=fmt, output=output, width=width, no_color=no_color)
+                                 fmt=fmt, output=output, width=width, no_color=no_color,
+                                 save_baseline=save_baseline, baseline=baseline)
     ctx = Context.create(config=config, env=env)
-    from llmdiag.cluster.world import resolve_world
+    from llmdiag.cluster.world import RendezvousUnknown, resolve_world
 
     try:
         world = resolve_world(ctx.launcher, env, config, nnodes=nnodes, node_rank=node_rank, master_addr=master_addr,
                               master_port=master_port, hosts=tuple(h for h in (expected_hosts or "").split(",") if h))
     except UsageError as exc:
-        if nnodes is not None or node_rank is not None or master_addr:
-            raise  # the user's own flags: a usage error
+        if nnodes is not None or node_rank is not None or master_addr or isinstance(exc, RendezvousUnknown):
+            raise  # the user's own flags, or a multi-node job without a rendezvous: never a single-node PASS
         # Broken launcher variables are what the launcher probe diagnoses: check this node.
         click.echo(f"llmdiag: cluster mode not started: {exc}; checking this node only", err=True)
         world = None
+    if world is None and ctx.launcher.local_rank not in (None, 0):
+        # torchrun --nproc-per-node N on one node: one node check, not N concurrent ones
+        click.echo(f"llmdiag[{ctx.node}]: local rank {ctx.launcher.local_rank}: only local rank 0 runs the node "
+                   "checks; nothing to do", err=True)
+        ctx.cleanup.run()
+        return
     if world is not None:
         from llmdiag.commands.cluster_mode import run_agent_mode
 
         return run_agent_mode(world, ctx, probes, load_errors, strict=strict, fmt=fmt, output=output, width=width,
-                              no_color=no_color)
+                              no_color=no_color, save_baseline=save_baseline, baseline=baseline,
+                              slurm_drain=slurm_drain)
     progress, stop = _progress_printer()
     try:
         node_report = run_probes(probes, ctx, load_errors=load_errors, progress=progress)
@@ -203,26 +223,22 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
         stop()
         ctx.cleanup.run()
     report = ClusterReport(command="preflight", nodes=(node_report,), strict=strict)
+    if save_baseline or baseline is not None:
+        from llmdiag.commands.cluster_mode import with_baseline
+
+        report = with_baseline(report, save_baseline, baseline)
     doc = report.to_dict()
     emit_doc(doc, fmt, output, width, no_color, env=env)
+    if slurm_drain:
+        from llmdiag.commands.cluster_mode import drain_if_failed
+
+        drain_if_failed(node_report.results, strict, env)
     status = report.status
     if status is Status.FAIL or (strict and status is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)
 
 
-class _TimeoutOverride:
-    """A probe with its deadline replaced (``--timeout``)."""
-
-    def __init__(self, probe, timeout_s: float):
-        self._probe = probe
-        self.timeout_s = float(timeout_s)
-
-    def __getattr__(self, name):
-        return getattr(self._probe, name)
-
-    def run(self, ctx):
-        return self._probe.run(ctx)
-
-
 def _with_timeout(probe, timeout_s: float):
-    return _TimeoutOverride(probe, timeout_s)
+    from llmdiag.runner import with_timeout
+
+    return with_timeout(probe, timeout_s)

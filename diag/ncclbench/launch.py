@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,9 +133,41 @@ def run_under_launcher(spec: BenchSpec, info, env: Mapping[str, str]) -> dict[st
         raise UsageError("MASTER_ADDR is not set: export the rendezvous host (e.g. the first node of the job)")
     local_rank = info.local_rank if info.local_rank is not None else 0
     backend = resolve_backend(spec.backend, cuda_device_count())
-    return run_rank(spec, rank=info.rank, world_size=info.world_size, local_rank=local_rank,
-                    master_addr=info.master_addr, master_port=info.master_port or 29500, backend=backend,
-                    node_name=env.get("LLMDIAG_NODE_NAME"))
+    stop = whole_run_limit(spec.timeout_s, info.rank)
+    try:
+        return run_rank(spec, rank=info.rank, world_size=info.world_size, local_rank=local_rank,
+                        master_addr=info.master_addr, master_port=info.master_port or 29500, backend=backend,
+                        node_name=env.get("LLMDIAG_NODE_NAME"))
+    finally:
+        stop.set()
+
+
+def whole_run_limit(timeout_s: float, rank: int, *, every_s: float = 30.0, exit=os._exit) -> threading.Event:
+    """Bound a launched rank's whole run at ``timeout_s`` (each collective is bounded by the
+    process group's timeout, but a slow link makes every one of many collectives slow).
+
+    A watchdog thread says on stderr how long the run has taken (every ``every_s``) and, at the
+    limit, says so and ends the process with exit code 1: a launcher (torchrun, srun) then
+    stops the other ranks. Set the returned event when the run is over.
+    """
+    done = threading.Event()
+    start = time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(max(0.05, min(every_s, timeout_s - (time.monotonic() - start)))):
+            took = time.monotonic() - start
+            if took >= timeout_s:
+                print(f"llmdiag nccl-bench: rank {rank}: the run did not finish within timeout_s = {timeout_s:g} s "
+                      "(a very slow or stuck link or node; `llmdiag nccl-bench --pairwise -e 1M` names it); "
+                      "stopping", file=sys.stderr, flush=True)
+                exit(1)
+                return
+            if rank == 0:
+                print(f"llmdiag nccl-bench: still running after {took:.0f} s (limit {timeout_s:g} s)",
+                      file=sys.stderr, flush=True)
+
+    threading.Thread(target=watch, name="llmdiag-run-limit", daemon=True).start()
+    return done
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -20,6 +20,7 @@ best link is what its hardware can do when the other end is healthy.
 
 from __future__ import annotations
 
+import math
 import socket
 import statistics
 import time
@@ -63,6 +64,48 @@ def sample_pairs(m: int, suspects: list[int], done: set[frozenset[int]], samples
     return out
 
 
+#: How many scaled MADs below the median a value must lie to be an outlier (a common cut-off
+#: for the modified z-score, robust to the outliers themselves).
+MAD_CUTOFF = 3.5
+
+
+def mad(values: list[float]) -> float:
+    """Median absolute deviation, scaled to estimate a standard deviation (x 1.4826)."""
+    if len(values) < 2:
+        return 0.0
+    med = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - med) for v in values)
+
+
+def robust_floor(values: list[float], fraction: float) -> tuple[float, float, float]:
+    """(median, MAD of log10 values, floor): below the floor a bandwidth is a low outlier.
+
+    Bandwidth noise is multiplicative (a busy host halves a link, it does not subtract a
+    constant), so the test runs on log10 values: an outlier lies ``MAD_CUTOFF`` scaled MADs
+    below the median there, AND below ``fraction`` of the median (a tight, healthy set must
+    not fail over small differences). Nothing has to be configured.
+    """
+    pos = [v for v in values if v > 0]
+    if not values:
+        return 0.0, 0.0, 0.0
+    med = statistics.median(values)
+    if len(pos) < 2:
+        return med, 0.0, fraction * med
+    logs = [math.log10(v) for v in pos]
+    spread = mad(logs)
+    return med, spread, min(fraction * med, 10 ** (statistics.median(logs) - MAD_CUTOFF * spread))
+
+
+def outliers(values: dict[str, float], fraction: float) -> dict:
+    """Low outliers of ``values`` (name -> number) by the robust test: the numbers, the median."""
+    nums = list(values.values())
+    if len(nums) < 3:
+        return {"median": statistics.median(nums) if nums else None, "mad_log10": 0.0, "floor": None, "low": []}
+    med, spread, floor = robust_floor(nums, fraction)
+    low = sorted((k for k, v in values.items() if v < floor), key=lambda k: values[k])
+    return {"median": med, "mad_log10": spread, "floor": floor, "low": low}
+
+
 def localise(labels: list[str], links: list[dict[str, Any]], low_fraction: float) -> dict[str, Any]:
     """Name slow nodes and slow links from measured ``links`` ({a, b, gbps} with unit indices).
 
@@ -75,8 +118,7 @@ def localise(labels: list[str], links: list[dict[str, Any]], low_fraction: float
         for u in (link["a"], link["b"]):
             best[u] = max(best.get(u, 0.0), link["gbps"])
             per_unit.setdefault(u, []).append(link)
-    reference = statistics.median(best.values()) if best else 0.0
-    threshold = low_fraction * reference
+    reference, spread, threshold = robust_floor(list(best.values()), low_fraction)
     slow = [link for link in links if link["gbps"] < threshold]
     slow_nodes = []
     for u, mine in sorted(per_unit.items()):
@@ -96,6 +138,7 @@ def localise(labels: list[str], links: list[dict[str, Any]], low_fraction: float
     ]
     return {
         "reference_gbps": reference,
+        "mad_log10": spread,
         "threshold_gbps": threshold,
         "slow_nodes": slow_nodes,
         "slow_links": slow_links,

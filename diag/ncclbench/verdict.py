@@ -74,6 +74,29 @@ def rank_busbw(rows: list[Mapping[str, Any]], world_size: int) -> list[float]:
     return [s / c if c else 0.0 for s, c in zip(sums, counts)]
 
 
+def slowest_node(pw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The slowest node by its measured links (pairwise): the per-rank busbw of a collective
+    cannot tell, since a synchronous collective makes every rank wait for the slowest link."""
+    from llmdiag.ncclbench.pairwise import outliers
+
+    per: dict[str, list[float]] = {}
+    for lk in pw.get("links") or ():
+        for end in (lk["a"], lk["b"]):
+            per.setdefault(end, []).append(lk["gbps"])
+    if len(per) < 2:
+        return None
+    medians = {n: statistics.median(v) for n, v in per.items()}
+    node = min(medians, key=lambda n: medians[n])
+    median = statistics.median(medians.values())
+    ranks = {n["node"]: n["rank"] for n in pw.get("nodes") or ()}
+    test = outliers(medians, float(pw.get("low_fraction") or 0.5))
+    return {"rank": ranks.get(node), "host": node, "busbw": medians[node], "median_busbw": median,
+            "fraction": medians[node] / median if median > 0 else 1.0, "basis": "pairwise links",
+            "node_median_gbps": medians, "mad_log10": test["mad_log10"],
+            # pairwise/node and pairwise/link findings already name it: no second finding
+            "flagged": False}
+
+
 def straggler(per_rank: list[float], hosts: list[str], fraction: float) -> dict[str, Any] | None:
     """The slowest rank, flagged when its busbw is below ``fraction`` × the median rank's."""
     if len(per_rank) < 2:
@@ -144,8 +167,8 @@ def findings(doc: Mapping[str, Any], expected: float | None, min_fraction: float
             links = ", ".join(f"{lk['peer']} {lk['gbps']:.3g}" for lk in n["links"])
             out.append(_finding(
                 "pairwise/node", slow_status,
-                f"node {n['node']} is slow on its links: median {n['median_gbps']:.3g} GB/s vs reference "
-                f"{pw['reference_gbps']:.3g} GB/s (links: {links})",
+                f"node {n['node']} is slow on its links: median {n['median_gbps']:.3g} GB/s vs the nodes' median "
+                f"{pw['reference_gbps']:.3g} GB/s (links: {links}; outlier below {pw['threshold_gbps']:.3g} GB/s)",
                 evidence=[("node median link", round(n["median_gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
                 runbook=RUNBOOK_SLOW_LINK, node=n["node"],
                 remediation=f"Drain {n['node']} or check its NIC: `ethtool`, `ip -s link`, `tc qdisc show`, "
@@ -153,8 +176,9 @@ def findings(doc: Mapping[str, Any], expected: float | None, min_fraction: float
         for lk in pw["slow_links"]:
             out.append(_finding(
                 "pairwise/link", slow_status,
-                f"link {lk['a']} <-> {lk['b']} is slow: {lk['gbps']:.3g} GB/s vs reference "
-                f"{pw['reference_gbps']:.3g} GB/s (both ends are fine with other peers)",
+                f"link {lk['a']} <-> {lk['b']} is slow: {lk['gbps']:.3g} GB/s vs the nodes' median "
+                f"{pw['reference_gbps']:.3g} GB/s (outlier below {pw['threshold_gbps']:.3g} GB/s; both ends are fine "
+                "with other peers)",
                 evidence=[("link bandwidth", round(lk["gbps"], 4), round(pw["reference_gbps"], 4), "GB/s")],
                 runbook=RUNBOOK_SLOW_LINK, node=lk["a"],
                 remediation=f"Check the cable, switch ports and routes between {lk['a']} and {lk['b']}."))
@@ -198,6 +222,9 @@ def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[st
                                float(settings.get("straggler_fraction", 0.5))),
         "pairwise": result.get("pairwise"),
     }
+    pw = result.get("pairwise")
+    if pw and len(pw.get("nodes") or ()) >= 2:
+        doc["straggler"] = slowest_node(pw) or doc["straggler"]
     doc["findings"] = findings(doc, settings.get("expected_busbw_gbps"), float(settings.get("min_fraction", 0.9)))
     doc["status"] = Status.worst(Status(f["status"]) for f in doc["findings"]).value
     return D.to_dict(D.NcclBenchDoc.build(doc))

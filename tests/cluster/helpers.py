@@ -27,22 +27,28 @@ def write_config(tmp: Path, extra: str = "") -> Path:
     return p
 
 
-def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float = 20) -> list[str]:
+def agent_argv(tb, k: int, n: int, config: Path, *args: str, timeout: float | None = 20,
+               probes=("software",)) -> list[str]:
+    """``timeout=None``: no --timeout (cluster.timeout_s and each probe's own deadline apply)."""
+    flags = ["--timeout", f"{timeout:g}"] if timeout is not None else []
+    for p in probes:
+        flags += ["--probe", p]
     return [sys.executable, "-m", "llmdiag", "preflight", "-c", str(config), "--nnodes", str(n), "--node-rank", str(k),
-            "--master-addr", tb.addr(0), "--master-port", str(PORT), "--timeout", f"{timeout:g}",
-            "--probe", "software", "-f", "json", *args]
+            "--master-addr", tb.addr(0), "--master-port", str(PORT), *flags, "-f", "json", *args]
 
 
 class Run:
     """Agents started on hosts ``ranks`` of ``tb``; ``finish()`` waits and parses outputs."""
 
-    def __init__(self, tb, n: int, config: Path, *args: str, ranks=None, env=None, binds=None, timeout: float = 20):
+    def __init__(self, tb, n: int, config: Path, *args: str, ranks=None, env=None, binds=None, timeout: float = 20,
+                 probes=("software",), probe_timeout: bool = True):
         self.tb, self.timeout = tb, timeout
         self.start = time.monotonic()
         self.procs = {}
         for k in (range(n) if ranks is None else ranks):
             e = cli_env(GLOO_SOCKET_IFNAME="eth0", **((env or {}).get(k, {})))
-            self.procs[k] = tb.popen(k, agent_argv(tb, k, n, config, *args, timeout=timeout), env=e,
+            self.procs[k] = tb.popen(k, agent_argv(tb, k, n, config, *args, timeout=timeout if probe_timeout else None,
+                                                            probes=probes), env=e,
                                      binds=(binds or {}).get(k), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.out: dict[int, tuple[int, str, str]] = {}

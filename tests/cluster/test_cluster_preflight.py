@@ -120,6 +120,8 @@ def test_rendezvous_dropped_for_one_node_then_report_merge(tmp_path):
     with Testbed(3) as tb:
         tb.drop_port(0, PORT, src=2)
         run = Run(tb, 3, cfg, "--node-report-dir", str(reports), timeout=16)
+        # node 2 says at once (not after the whole wait) what its rendezvous does
+        assert run.wait_stderr(2, "no answer: packets dropped", 10)
         doc = run.finish()
     assert run.wall_s < 16 + 6
     assert doc["missing_nodes"] == ["node rank 2"]
@@ -127,7 +129,10 @@ def test_rendezvous_dropped_for_one_node_then_report_merge(tmp_path):
     reach = [r for r in own["results"] if r["check"] == "rendezvous-reach"][0]
     assert reach["status"] == "fail" and reach["runbook"] == "cluster-rendezvous-unreachable"
     assert "timed out (dropped by a firewall?)" in reach["summary"] and tb.addr(0) in reach["summary"]
+    detail = [e for e in reach["evidence"] if e["name"] == "detail"][0]["observed"]
+    assert detail.startswith("tried ") and "times over" in detail, detail  # the whole wait, not one try
     assert run.out[2][0] == 1
+    assert "node report sent to rank 0" not in run.out[2][2] and "rank 0 was not reached" in run.out[2][2]
     merged = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(reports), "-f", "json"],
                             env=cli_env(), capture_output=True, text=True, timeout=60)
     m = json.loads(merged.stdout)

@@ -55,28 +55,21 @@ PidFile none
     return p
 
 
-def test_hostfile_fan_out_over_ssh(tmp_path):
-    tmp = tmp_path
-    _keys(tmp)
+def _start_sshd(tb, tmp, n):
     run_dir = tmp / "run"
     (run_dir / "sshd").mkdir(parents=True)
     run_dir.chmod(0o755)
     (run_dir / "sshd").chmod(0o755)
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    cfg = write_config(tmp)
-    with Testbed(3) as tb:
-        for k in range(3):
-            tb.popen(k, [sshd, "-D", "-e", "-f", str(_sshd_config(tmp, k))], binds={"/run": str(run_dir)},
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for k in range(3):
-            assert wait_until(lambda k=k: tb.run(0, [sys.executable, "-c", CONNECT, tb.addr(k)],
-                                                 timeout=5).returncode == 0, 10), f"sshd on host {k} did not start"
-        # host-1 and host-2 exist only as ssh aliases: the ssh config must be honoured
-        (tmp / "ssh_config").write_text(f"""Host host-1
-  HostName {tb.addr(1)}
-Host host-2
-  HostName {tb.addr(2)}
-Host *
+    for k in range(n):
+        tb.popen(k, [sshd, "-D", "-e", "-f", str(_sshd_config(tmp, k))], binds={"/run": str(run_dir)},
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for k in range(n):
+        assert wait_until(lambda k=k: tb.run(0, [sys.executable, "-c", CONNECT, tb.addr(k)],
+                                             timeout=5).returncode == 0, 10), f"sshd on host {k} did not start"
+    # host-1, host-2, ... exist only as ssh aliases: the ssh config must be honoured
+    aliases = "".join(f"Host host-{k}\n  HostName {tb.addr(k)}\n" for k in range(1, n))
+    (tmp / "ssh_config").write_text(aliases + f"""Host *
   User root
   IdentityFile {tmp / 'id'}
   IdentitiesOnly yes
@@ -84,6 +77,14 @@ Host *
   StrictHostKeyChecking no
   LogLevel ERROR
 """)
+
+
+def test_hostfile_fan_out_over_ssh(tmp_path):
+    tmp = tmp_path
+    _keys(tmp)
+    cfg = write_config(tmp)
+    with Testbed(3) as tb:
+        _start_sshd(tb, tmp, 3)
         hostfile = tmp / "hostfile"
         hostfile.write_text(f"# DeepSpeed format\n{tb.addr(0)} slots=8\nhost-1 slots=8\nhost-2 slots=8\n")
         remote = f"env PYTHONPATH={REPO} {sys.executable} -m llmdiag"
@@ -103,3 +104,35 @@ Host *
     assert [n["node"] for n in doc["nodes"]] == ["node-0", "node-1"]
     assert doc["sections"]["port_matrix"]["tested"] > 0 and not doc["sections"]["port_matrix"]["problems"]
 
+
+
+def test_healthy_cluster_over_ssh_full_default_probes(tmp_path):
+    """4 hosts, every key accepted, the full default probe set, hosts given as a Slurm-style range."""
+    import time
+
+    tmp = tmp_path
+    _keys(tmp)
+    (tmp / "authorized_keys_other").write_text((tmp / "id.pub").read_text())  # host 2 accepts the key too
+    shared = tmp / "shared"
+    shared.mkdir()
+    cfg = write_config(tmp, f'\n[thresholds]\nnofile_min = 16384\n\n[[filesystem.paths]]\npath = "{shared}"\n'
+                            'shared = true\n')
+    cfg.write_text(cfg.read_text().replace("[cluster]\n", "[cluster]\ntimeout_s = 150\n"))
+    with Testbed(4) as tb:
+        _start_sshd(tb, tmp, 4)
+        hostfile = tmp / "hostfile"
+        hostfile.write_text(f"{tb.addr(0)} slots=1\nhost-[1-3] slots=1\n")
+        remote = f"env PYTHONPATH={REPO} GLOO_SOCKET_IFNAME=eth0 {sys.executable} -m llmdiag"
+        argv = [sys.executable, "-m", "llmdiag", "preflight", "-c", str(cfg), "--hostfile", str(hostfile),
+                "--ssh-config", str(tmp / "ssh_config"), "--remote-command", remote, "-f", "json"]
+        t0 = time.monotonic()
+        out = tb.run(0, argv, timeout=240, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
+        wall = time.monotonic() - t0
+    print(f"\nssh fan-out: 4 hosts, full default probe set, wall {wall:.1f} s")
+    doc = json.loads(out.stdout)
+    bad = [(r["node"], r["probe"], r["check"], r["summary"]) for r in doc["results"] if r["status"] in ("fail", "warn")]
+    assert not bad and out.returncode == 0, (bad, out.stderr[-2000:])
+    assert [n["node"] for n in doc["nodes"]] == ["node-0", "node-1", "node-2", "node-3"]
+    assert {r["node"] for r in doc["results"] if r["check"] == "ssh" and r["status"] == "pass"} == {
+        tb.addr(0), "host-1", "host-2", "host-3"}
+    assert {r["probe"] for r in doc["results"] if r["status"] == "pass"} >= {"software", "ports", "filesystem", "nccl"}

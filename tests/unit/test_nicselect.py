@@ -46,5 +46,20 @@ def test_gloo_exact_names_only():
 
 def test_kinds():
     assert kind_of("lo") == "loopback"
-    assert kind_of("docker0") == kind_of("br-1a2b") == kind_of("veth12") == "virtual"
+    # without sysfs, the name is all there is
+    assert kind_of("docker0") == kind_of("br-1a2b") == kind_of("lxdbr0") == "bridge"
+    assert kind_of("veth12") == "virtual"
     assert kind_of("eth0") == kind_of("ib0") == "physical"
+
+
+def test_this_machines_interfaces_from_sysfs():
+    from pathlib import Path
+
+    base = Path("/sys/class/net")
+    for d in base.iterdir():
+        kind = kind_of(d.name, d)
+        if (d / "bridge").is_dir():
+            assert kind == "bridge", d.name
+        elif (d / "device").exists() and not (d / "bonding").is_dir():
+            assert kind in ("physical", "vlan"), d.name
+    assert kind_of("lo", base / "lo") == "loopback"

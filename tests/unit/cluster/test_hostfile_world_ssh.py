@@ -114,3 +114,65 @@ def test_bad_hostfile_via_cli_exits_2_without_traceback(tmp_path):
     p = subprocess.run([sys.executable, "-m", "llmdiag", "preflight", "--hostfile", str(tmp_path / "nope")],
                        capture_output=True, text=True, timeout=30, env=cli_env())
     assert p.returncode == 2 and "does not exist" in p.stderr
+
+
+def test_slurm_style_ranges_in_a_hostfile():
+    from llmdiag.cluster.hostfile import parse_hostfile
+
+    entries = parse_hostfile("gpu[01-03] slots=8\nroot@cpu[9-10]:4\n")
+    assert [(e.target, e.slots) for e in entries] == [("gpu01", 8), ("gpu02", 8), ("gpu03", 8), ("root@cpu9", 4),
+                                                      ("root@cpu10", 4)]
+    with pytest.raises(UsageError, match="line 2: host 'gpu02' already listed on line 1"):
+        parse_hostfile("gpu[01-03]\ngpu02\n")
+    with pytest.raises(UsageError, match="line 1"):
+        parse_hostfile("gpu[05-01]\n")
+
+
+def test_ssh_fix_follows_what_ssh_said():
+    from llmdiag.cluster.coordinator import ssh_fix
+
+    down = ssh_fix("ssh: connect to host h1 port 22: Connection refused", "root@h1")
+    assert "sshd is not running" in down and "key" not in down
+    key = ssh_fix("root@h1: Permission denied (publickey).", "root@h1")
+    assert "authorized_keys" in key and "sshd is not running" not in key
+    assert "ssh_window" in ssh_fix("kex_exchange_identification: read: Connection reset by peer", "h1")
+
+
+def test_fan_out_windows_the_handshakes(tmp_path):
+    """A real process per host stands in for ssh on PATH (it prints the line ssh prints once
+    authenticated, then runs a while): at most ``window`` are in their handshake at once."""
+    import os
+    import time
+
+    from llmdiag.cluster import ssh
+    from llmdiag.cluster.hostfile import parse_hostfile
+
+    log = tmp_path / "log"
+    fake = tmp_path / "ssh"
+    fake.write_text(f"""#!/bin/sh
+echo start $$ >> {log}
+sleep 0.3
+echo auth $$ >> {log}
+echo "Authenticated to host ([10.0.0.1]:22) using \\"publickey\\"." >&2
+sleep 0.5
+echo '{{}}'
+""")
+    fake.chmod(0o755)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{tmp_path}:{old}"
+    try:
+        t0 = time.monotonic()
+        launches = ssh.fan_out(parse_hostfile("h[1-6]\n"), lambda r: ["true"], connect_timeout=5, config=None,
+                               timeout_s=20, window=2)
+        took = time.monotonic() - t0
+    finally:
+        os.environ["PATH"] = old
+    assert all(la.returncode == 0 and la.stdout.strip() == "{}" for la in launches)
+    assert all("Authenticated" not in la.stderr for la in launches)  # ssh's own line is not kept
+    assert ssh.fan_out.peak == 2
+    events = log.read_text().split()[0::2]
+    open_now = peak = 0
+    for e in events:
+        open_now += 1 if e == "start" else -1
+        peak = max(peak, open_now)
+    assert peak <= 2 and took < 6  # 3 waves of 0.3 s handshakes, agents overlapping

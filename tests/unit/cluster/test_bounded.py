@@ -1,0 +1,49 @@
+"""Every wait is bounded and says what happened: rendezvous retries, nccl-bench's whole-run limit."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+from llmdiag.cluster import reach
+from tests.conftest import cli_env
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_wait_open_reports_every_try_and_the_whole_wait():
+    port = _closed_port()
+    seen = []
+    t0 = time.monotonic()
+    r = reach.wait_open("127.0.0.1", port, 1.2, 0.5, interval=0.1, progress=lambda r, n, w: seen.append((r.outcome, n)))
+    assert time.monotonic() - t0 < 2.5
+    assert r.outcome == reach.REFUSED
+    # the evidence is the whole wait, not the last 0.1 s try
+    assert r.detail.startswith("tried ") and " times over 1 s" in r.detail, r.detail
+    assert r.elapsed_s >= 1.0
+    # the caller heard about the first refusal at once (to tell the user), then on every try
+    assert seen and seen[0] == (reach.REFUSED, 1)
+
+
+def test_nccl_bench_whole_run_limit_ends_a_stuck_rank():
+    code = ("import time; from llmdiag.ncclbench.launch import whole_run_limit; "
+            "whole_run_limit(1.5, 0, every_s=0.5); time.sleep(30)")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert p.returncode == 1 and took < 10, (p.returncode, took)
+    assert "still running after" in p.stderr
+    assert "did not finish within timeout_s = 1.5 s" in p.stderr
+
+
+def test_nccl_bench_whole_run_limit_is_quiet_when_the_run_ends_in_time():
+    code = ("import time; from llmdiag.ncclbench.launch import whole_run_limit; "
+            "e = whole_run_limit(1.0, 0, every_s=5); time.sleep(0.2); e.set(); time.sleep(1.5); print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "ok" and "did not finish" not in p.stderr
