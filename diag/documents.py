@@ -220,6 +220,8 @@ class Pairwise:
     loopback: bool | None = None
     reference_gbps: Measured | None = None
     threshold_gbps: Measured | None = None
+    mad_log10: float | None = dataclasses.field(
+        default=None, metadata=_doc("spread of the links' log10 bandwidths (median absolute deviation)"))
     slow_nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     slow_links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -227,16 +229,21 @@ class Pairwise:
 
 @dataclasses.dataclass
 class Straggler:
-    """The slowest rank at the plateau sizes, flagged below ``threshold_fraction`` of the median."""
+    """The slowest rank at the plateau sizes, flagged below ``threshold_fraction`` of the median;
+    with pairwise links measured, the slowest node by the median of its links (``basis``)."""
 
-    rank: int
+    rank: int | None
     busbw: Measured
     median_busbw: Measured
     fraction: float
-    threshold_fraction: float
     flagged: bool
+    threshold_fraction: float | None = dataclasses.field(
+        default=None, metadata=_doc("the per-rank test's cut-off; none when judged from pairwise links"))
     host: str | None = None
     rank_busbw: list[Measured] = dataclasses.field(default_factory=list)
+    basis: str | None = dataclasses.field(default=None, metadata=_doc("'pairwise links' when judged from them"))
+    node_median_gbps: dict[str, float] = dataclasses.field(default_factory=dict)
+    mad_log10: float | None = None
 
 
 @dataclasses.dataclass
