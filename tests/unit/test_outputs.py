@@ -190,7 +190,7 @@ def _in_namespace(script: str, tmp_path) -> subprocess.CompletedProcess:
 def test_dev_null_stays_a_character_device(tmp_path):
     proc = _in_namespace(
         'mknod "$FAKE/null" c 1 3; chmod 666 "$FAKE/null"; mount --bind "$FAKE/null" /dev/null; '
-        '"$PY" -m llmdiag estimate-memory --model llama2-7b -o /dev/null; echo "rc=$?"; '
+        'set +e; "$PY" -m llmdiag estimate-memory --model llama2-7b -o /dev/null; echo "rc=$?"; '
         '"$PY" -m llmdiag preflight --probe system -o /dev/null >/dev/null 2>&1 || true; '
         'stat -c "%F %a" /dev/null; ls -A "$FAKE"', tmp_path)
     assert "rc=0" in proc.stdout or "rc=1" in proc.stdout, proc.stdout + proc.stderr
