@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, published as tomli
-    import tomli as tomllib
-
 from llmdiag.errors import ConfigError
+from llmdiag.util import toml as tomllib
 
 CONFIG_ENV = "LLMDIAG_CONFIG"
 DEFAULT_FILE = "llmdiag.toml"

@@ -6,11 +6,11 @@ it read but does not use (so a setting that changes memory is never dropped sile
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from llmdiag.errors import UsageError
+from llmdiag.util import toml as tomllib
 
 Fields = dict[str, Any]
 

@@ -126,6 +126,15 @@ def test_no_subprocess_runs_the_repository_folders_as_modules():
     assert not bad, bad
 
 
+def test_only_the_util_shim_imports_tomllib():
+    """``tomllib`` is 3.11+: everything else reads TOML through llmdiag.util.toml (tomli on 3.10)."""
+    bad = [m for m, p in MODULES.items() if p.suffix == ".py" and m != "llmdiag.util.toml"
+           and any((isinstance(n, ast.Import) and any(a.name == "tomllib" for a in n.names))
+                   or (isinstance(n, ast.ImportFrom) and n.module == "tomllib")
+                   for n in ast.walk(ast.parse(p.read_text())))]
+    assert not bad, bad
+
+
 def test_every_import_resolves_to_a_module():
     missing = {m: sorted(d for d in deps if d not in MODULES) for m, deps in GRAPH.items()}
     assert not {m: d for m, d in missing.items() if d}, missing
