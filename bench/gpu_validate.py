@@ -371,18 +371,18 @@ def check_monitor_and_ddp(run: Run, budget: Budget) -> Check:
     families = _prometheus(prom, problems)
     numbers["metric_families"] = len(families)
     if run.gpu:
-        for fam in ("llmdiag_gpu_utilization_percent", "llmdiag_gpu_memory_used_bytes", "llmdiag_gpu_power_watts"):
+        for fam in ("llmdiag_gpu_utilization_ratio", "llmdiag_gpu_memory_used_bytes", "llmdiag_gpu_power_watts"):
             if fam not in families:
                 problems.append(f"{fam} missing from the Prometheus file")
-        util = [s for s in families.get("llmdiag_gpu_utilization_percent", [])]
-        numbers["gpu_util_last"] = max((v for _, v in util), default=None)
+        util = [s for s in families.get("llmdiag_gpu_utilization_ratio", [])]
+        numbers["gpu_util_ratio_last"] = max((v for _, v in util), default=None)
         # the timeline must show the training on the GPU: live NVML, not a replay
         util_max, mem_max = _timeline_max(run.work / "timeline.csv")
         numbers.update(timeline_gpu_util_max=util_max, timeline_gpu_mem_used_max=mem_max)
         if not util_max:
             problems.append(f"the timeline shows no GPU utilisation while training ran (max {util_max})")
-    elif "llmdiag_host_cpu_percent" not in families:
-        problems.append("llmdiag_host_cpu_percent missing from the Prometheus file")
+    elif "llmdiag_host_cpu_utilization_ratio" not in families:
+        problems.append("llmdiag_host_cpu_utilization_ratio missing from the Prometheus file")
     text = log.read_text(errors="replace") if log.exists() else ""
     steps = [int(x) for x in re.findall(r"step=(\d+) loss=", text)]
     numbers["steps_while_monitored"] = max(steps, default=0)
