@@ -63,7 +63,10 @@ class StoreSession:
         self.log = log
         # Heartbeats cost the store one add() per node per interval: slow them down at scale.
         self.heartbeat_s = heartbeat_s or max(0.5, world.nnodes / 1000)
-        self.stale_s = stale_s or max(3.0, 6 * self.heartbeat_s)
+        # A node is declared dead after this long without a beat. Not shorter: on a loaded node
+        # (a torch import or a training job holding the CPUs) a healthy agent's beat thread was
+        # seen to stall for over 3 s, and a "died" verdict on a healthy node is a false alarm.
+        self.stale_s = stale_s or max(10.0, 10 * self.heartbeat_s)
         # Waiters poll the one store: cap the polling rate of the whole cluster near 20k requests/s.
         self.poll_max = max(0.1, world.nnodes / 20000)
         self.store = None
