@@ -129,12 +129,13 @@ def test_wheel_installs_and_runs(version, tmp_path):
 @pytest.mark.slow
 def test_torchrun_module_from_a_user_project(tmp_path):
     """``torchrun -m llmdiag preflight`` from a project with its own reports/ and diag/."""
+    pytest.importorskip("torch")
     torchrun = Path(sys.executable).with_name("torchrun")
-    if not torchrun.exists():
-        pytest.skip("torchrun is not installed next to this Python")
+    # the torchrun script, or the module it runs (a venv reusing a system torch has no script)
+    launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
     cwd = user_project(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LLMDIAG_CONFIG")}
-    p = subprocess.run([str(torchrun), "--nproc-per-node", "1", "--master-port", "0", "-m", "llmdiag", "preflight",
+    p = subprocess.run([*launcher, "--nproc-per-node", "1", "--master-port", "0", "-m", "llmdiag", "preflight",
                         "--probe", "system", "-f", "json"], capture_output=True, text=True, cwd=cwd, env=env,
                        timeout=300)
     assert p.returncode in (0, 1), p.stderr[-3000:]
