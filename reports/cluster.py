@@ -143,11 +143,7 @@ def _terminal_summary(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         nodes.add_row(status_text(status), Text(name), Text(text))
     con.print(nodes)
     con.print()
-    _terminal_sections(doc, con)
-    missing = doc.get("missing_nodes") or []
-    if missing:
-        con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
-    con.print(Text(summary_line(doc), style="bold"))
+    _terminal_tail(doc, con)
     con.print(Text("every node's full results: -f json|markdown|html -o FILE", style="dim"))
     return captured(con)
 
@@ -184,11 +180,7 @@ def _terminal_full(doc: Mapping[str, Any], opts: RenderOptions) -> str:
             table.add_row(status_text(r["status"]), Text(label), body)
         con.print(table)
         con.print()
-    _terminal_sections(doc, con)
-    missing = doc.get("missing_nodes") or []
-    if missing:
-        con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
-    con.print(Text(summary_line(doc), style="bold"))
+    _terminal_tail(doc, con)
     return captured(con)
 
 
@@ -272,3 +264,14 @@ def _markdown_sections(doc: Mapping[str, Any]) -> list[str]:
     if mrows:
         lines += _md_table("Nodes without a report", ["node", "state", "why"], mrows)
     return lines
+
+
+def _terminal_tail(doc: Mapping[str, Any], con) -> None:
+    """Sections, missing nodes and the summary line: the end of both terminal layouts."""
+    from rich.text import Text
+
+    _terminal_sections(doc, con)
+    missing = doc.get("missing_nodes") or []
+    if missing:
+        con.print(Text("missing nodes: " + ", ".join(missing), style="bold red"))
+    con.print(Text(summary_line(doc), style="bold"))
