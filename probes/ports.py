@@ -61,14 +61,24 @@ def compact(ports: list[int]) -> str:
 
 
 def own_pids(ctx) -> dict[int, str]:
-    """pid -> role for the processes of this job that may hold its ports: this process when it
-    is a cluster agent (rank 0's store, the port-matrix listeners), and the launcher chain that
+    """pid -> role for the processes of this job that may hold its ports: this process and its
+    children when it is a cluster agent (rank 0's store, the port-matrix listeners), and the launcher chain that
     started it under a launcher (torchrun's agent hosts the store on MASTER_PORT)."""
     import os
 
     import psutil
 
-    out = {os.getpid(): "this llmdiag process (the cluster agent)"} if ctx.services.get("cluster_agent") else {}
+    out: dict[int, str] = {}
+    if ctx.services.get("cluster_agent"):
+        out[os.getpid()] = "this llmdiag process (the cluster agent)"
+        # A child this process is starting holds every inherited socket between fork and exec
+        # (subprocess with preexec_fn forks, runs Python, then closes fds): the store's listening
+        # socket shows up under the child's pid for those milliseconds. Its children are this job.
+        try:
+            for c in psutil.Process().children(recursive=True):
+                out[c.pid] = "a process this llmdiag started (an inherited socket)"
+        except psutil.Error:
+            pass
     if ctx.launcher.kind == "none":
         return out
     try:
@@ -85,6 +95,29 @@ def own_pids(ctx) -> dict[int, str]:
 def ours(hs: list[dict], own: dict[int, str]) -> bool:
     """True when every holder of a port is this job's own process (or its launcher)."""
     return bool(hs) and all(h.get("pid") in own for h in hs)
+
+
+def settled_holders(ctx, ports: set[int], tries: int = 3, gap_s: float = 0.15) -> tuple[dict[int, list[dict]], dict[int, str]]:
+    """Holders of ``ports`` and this job's own pids, with passing holders dropped.
+
+    A process forked by this job (or by anything else) holds every inherited socket until it
+    execs or exits: one sample can name a pid that is gone a millisecond later. A holder that is
+    not this job's counts only when it is seen in every sample (up to ``tries``, ``gap_s`` apart).
+    """
+    import time
+
+    persistent: set[tuple[int, object]] | None = None
+    who: dict[int, list[dict]] = {}
+    own: dict[int, str] = {}
+    for i in range(tries):
+        who, own = holders(ports), own_pids(ctx)
+        foreign = {(p, h.get("pid")) for p, hs in who.items() for h in hs if h.get("pid") not in own}
+        persistent = foreign if persistent is None else persistent & foreign
+        if not persistent or i == tries - 1 or ctx.deadline.remaining() < 1.0 + gap_s:
+            break
+        time.sleep(gap_s)
+    keep = persistent or set()
+    return {p: [h for h in hs if h.get("pid") in own or (p, h.get("pid")) in keep] for p, hs in who.items()}, own
 
 
 def _holder_text(hs: list[dict]) -> str:
@@ -108,8 +141,8 @@ class PortsProbe(BaseProbe):
         err = try_bind(port)
         if err is None:
             return self.ok(ctx, "master_port", f"MASTER_PORT {port} is free", evidence=[("port", port, "bindable", "")])
-        hs = holders({port}).get(port, [])
-        own = own_pids(ctx)
+        who, own = settled_holders(ctx, {port})
+        hs = who.get(port, [])
         hosted = (ctx.services.get("own_ports") or {}).get(port)
         if ours(hs, own) or (hosted and not [h for h in hs if h.get("pid") and h["pid"] not in own]):
             who = "; ".join(f"pid {h['pid']}, {own[h['pid']]}" for h in hs) or hosted
@@ -134,8 +167,7 @@ class PortsProbe(BaseProbe):
             err = try_bind(p)
             if err:
                 busy[p] = err
-        who = holders(set(busy)) if busy else {}
-        own = own_pids(ctx) if busy else {}
+        who, own = settled_holders(ctx, set(busy)) if busy else ({}, {})
         for p in [p for p in busy if ours(who.get(p, []), own)]:
             del busy[p]  # held by this job (the cluster port-matrix listeners): bindable for it
         ev = [("range", f"{lo}-{hi}", None, "ports"), ("tested", compact(tested) or "(none)", None, "ports"),
