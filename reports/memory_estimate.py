@@ -29,6 +29,35 @@ def _headline(doc: Mapping[str, Any]) -> str:
     return text
 
 
+def _peak(doc: Mapping[str, Any]) -> str | None:
+    """Which phase peaks and the three sizes the estimate separates (allocated, the caching
+    allocator's reserved, and what the device holds with context and NCCL buffers)."""
+    pk = doc.get("peak") or {}
+    if not pk.get("allocated"):
+        return None
+    text = (f"Peak in {pk.get('phase', '?')}: {_gib(pk['allocated'])} allocated, {_gib(pk.get('reserved'))} "
+            f"reserved by the caching allocator, {_gib(pk.get('device'))} on the device")
+    other = {"forward/backward": ("optimizer step", "optimizer_step_allocated"),
+             "optimizer step": ("forward/backward", "forward_backward_allocated")}.get(pk.get("phase", ""))
+    if other and pk.get(other[1]):
+        text += f" (the {other[0]}: {_gib(pk[other[1]])} allocated)"
+    return text
+
+
+def _stage_rows(doc: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One row per pipeline stage, only when there is more than one."""
+    stages = doc.get("stages") or []
+    if len(stages) < 2:
+        return []
+    worst = doc.get("worst_stage")
+    return [(str(st["stage"]) + (" (worst)" if st["stage"] == worst else ""), str(st.get("layers", "?")),
+             f"{st.get('params_per_gpu', 0) / 1e9:.2f} B", st.get("phase", "?"), _gib(st.get("allocated")),
+             _gib(st.get("device"))) for st in stages]
+
+
+_STAGE_COLS = ("stage", "layers", "params per GPU", "peak phase", "allocated", "on device")
+
+
 def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     from rich.table import Table
     from rich.text import Text
@@ -42,6 +71,15 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         t.add_row(Text(line["name"]), Text(_gib(line["bytes"])), Text(_inputs(line)))
     t.add_row(Text("total"), Text(_gib(doc["breakdown"]["total"])), Text(""))
     con.print(t)
+    if _peak(doc):
+        con.print(Text(_peak(doc)))
+    if _stage_rows(doc):
+        st = Table(title="Per pipeline stage")
+        for col in _STAGE_COLS:
+            st.add_column(col)
+        for row in _stage_rows(doc):
+            st.add_row(*(Text(c) for c in row))
+        con.print(st)
     for issue in doc.get("plan_checks", []):
         con.print(Text(f"{issue['severity'].upper()} {issue['check']}: {issue['message']} -> {issue['fix']}"))
     if doc.get("suggestions"):
@@ -60,10 +98,20 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for line in doc.get("lines", []):
         out.append(f"| {esc(line['name'])} | {_gib(line['bytes'])} | {esc(_inputs(line))} |")
     out.append(f"| **total** | **{_gib(doc['breakdown']['total'])}** | |")
+    if _peak(doc):
+        out += ["", _peak(doc) + "."]
+    if _stage_rows(doc):
+        out += ["", "## Per pipeline stage", "", "| " + " | ".join(_STAGE_COLS) + " |",
+                "|" + "---|" * len(_STAGE_COLS)]
+        out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in _stage_rows(doc)]
     if doc.get("plan_checks"):
         out += ["", "## Plan checks", ""]
         out += [f"- **{i['severity']}** `{i['check']}`: {esc(i['message'])}; fix: {esc(i['fix'])}" for i in doc["plan_checks"]]
     if doc.get("suggestions"):
         out += ["", "## What fits (cheapest first)", ""]
         out += [f"- {esc(s['change'])}: {_gib(s['total'])} (expected cost ~{s['expected_cost']:.0%})" for s in doc["suggestions"]]
+    elif doc.get("verdict") == "out-of-memory":
+        out += ["", "No nearby plan fits; more GPUs or a smaller model are needed."]
+    if doc.get("warnings"):
+        out += ["", "## Warnings", ""] + [f"- {esc(w)}" for w in doc["warnings"]]
     return "\n".join(out) + "\n"

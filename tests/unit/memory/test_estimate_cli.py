@@ -126,3 +126,28 @@ def test_terminal_and_markdown_renderers(tmp_path):
     md = run(*args, "--format", "markdown", "-o", str(out))
     assert md.returncode == 1 and out.read_text().startswith("# Memory estimate: FAIL")
     assert "| **total** |" in out.read_text()
+
+
+def test_reports_show_the_peak_phase_stages_and_warnings(tmp_path):
+    """The terminal and Markdown reports carry what the JSON says: the phase that peaks with
+    allocated/reserved/device sizes, one row per pipeline stage, and every warning."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 1, "not_a_real_key": 3}, "train_micro_batch_size_per_gpu": 1}))
+    args = ("--model", "llama3-8b", "--pp", "4", "--world-size", "8", "--deepspeed-config", str(ds),
+            "--gpu-memory", "80GiB")
+    doc = json.loads(run(*args, "--format", "json").stdout)
+    assert len(doc["stages"]) == 4 and doc["warnings"]
+    gib = lambda n: f"{n / 2**30:.2f} GiB"  # noqa: E731
+    md = run(*args, "--format", "markdown").stdout
+    peak = doc["peak"]
+    assert (f"Peak in {peak['phase']}: {gib(peak['allocated'])} allocated, {gib(peak['reserved'])} reserved"
+            in md), md
+    rows = [ln for ln in md.split("## Per pipeline stage", 1)[1].splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert len(rows) == 4 and f"| {doc['worst_stage']} (worst) |" in md
+    for st, row in zip(doc["stages"], rows):
+        assert gib(st["allocated"]) in row and gib(st["device"]) in row
+    assert "## Warnings" in md and "zero_optimization.not_a_real_key" in md
+    term = run(*args, "--width", "200", "--no-color").stdout
+    assert f"Peak in {peak['phase']}" in term and "Per pipeline stage" in term and "(worst)" in term
+    # a single stage has no stage table
+    assert "Per pipeline stage" not in run("--model", "llama3-8b", "--gpu-memory", "80GiB", "--no-color").stdout
