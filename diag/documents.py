@@ -400,6 +400,11 @@ class MemoryEstimateDoc(Header):
     headroom: int | None = dataclasses.field(default=None, metadata=_doc("bytes left (negative: short by)"))
     plan_checks: list[PlanIssue] = dataclasses.field(default_factory=list)
     suggestions: list[Suggestion] = dataclasses.field(default_factory=list)
+    peak: dict[str, Any] | None = dataclasses.field(
+        default=None, metadata=_doc("the phase that peaks on the worst stage; allocated, reserved and device bytes"))
+    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc("one entry per pipeline stage"))
+    warnings: list[str] = dataclasses.field(default_factory=list,
+                                            metadata=_doc("inputs read but not used, fits that cannot be judged"))
 
     @property
     def parts(self) -> dict[str, int]:

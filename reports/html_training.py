@@ -162,6 +162,13 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
         or [[e(k), f'<span class="num">{gib(b)}</span>', ""] for k, b in d.parts.items()]
     rows.append(["<b>total</b>", f"<b>{gib(d.total)}</b>", ""])
     out.append(table(["component", "per GPU", "formula"], rows))
+    pk = d.peak or {}
+    if pk.get("allocated"):
+        out.append(f'<p>Peak in <b>{e(pk.get("phase", "?"))}</b>: {gib(pk["allocated"])} allocated, '
+                   f'{gib(pk.get("reserved"))} reserved by the caching allocator, {gib(pk.get("device"))} on the device</p>')
+    if d.warnings:
+        out.append("<h3>Warnings</h3>" + "".join(f'<div class="finding warn">{badge("warn")} {e(w)}</div>'
+                                                  for w in d.warnings))
     if len(d.stage_totals) > 1:
         out.append("<h3>Per pipeline stage</h3>" + "".join(
             f"<div>stage {e(s)}: {gib(t)}</div>" + _stacked_bar({"total": t}, d.gpu_memory, max(d.stage_totals.values()))

@@ -280,6 +280,8 @@ def test_html_log_analysis_findings_first_with_file_and_line():
 def test_html_memory_plan_bar_and_plans_that_fit():
     text, _ = _html(realdocs.doc("estimate-memory"))
     assert "Plan: llama2-7b · tp 2 · pp 1 · dp 4" in text and "80.00 GiB" in text
+    pk = realdocs.doc("estimate-memory")["peak"]
+    assert "Peak in" in text and pk["phase"] in text and f"{pk['allocated'] / 2**30:.2f} GiB allocated" in text
     doc = realdocs.doc("estimate-memory-oom")
     text, _ = _html(doc)
     assert "Plans that fit" in text and doc["suggestions"][0]["change"] in text and "short by" in text
