@@ -173,25 +173,92 @@ def child_defaults() -> None:
     set_pdeathsig(signal.SIGKILL)
 
 
+LOCK_NAME = ".lock"
+
+
+def _lock_dir(path: str) -> int | None:
+    """Hold an exclusive flock on ``path/.lock`` for this process's life (forked workers share it).
+
+    The lock is taken on a temporary name and then renamed into place, so a sweeper never sees
+    an unlocked ``.lock`` of a live directory. flock is the kernel's, not a pid: it works across
+    pid namespaces sharing a /tmp, and a SIGKILL releases it."""
+    import fcntl
+
+    tmp = os.path.join(path, f".lock-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(tmp, os.path.join(path, LOCK_NAME))
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def sweep_stale_tempdirs(root: str) -> list[str]:
+    """Remove ``root/llmdiag-*`` private directories of runs that died without cleaning up
+    (SIGKILL, OOM killer, power loss): a directory counts as stale only when it is a real
+    directory (not a symlink) owned by this user and its ``.lock`` can be locked, i.e. no process
+    holds it. Directories without a lock (other versions, anything else) are left alone."""
+    import fcntl
+    import shutil
+    import stat as st
+
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith("llmdiag-")]
+    except OSError:
+        return removed
+    for name in names:
+        d = os.path.join(root, name)
+        try:
+            info = os.lstat(d)
+            if not st.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                continue
+            fd = os.open(os.path.join(d, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live run holds it
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+            if not os.path.lexists(d):
+                removed.append(d)
+        finally:
+            os.close(fd)
+    return removed
+
+
 @contextlib.contextmanager
 def private_tempdir():
     """Every temporary file of this process (and of its forked workers) in one private
-    directory under the system's, removed when the command ends, however it ends (short of
-    SIGKILL): an interrupted analysis leaves no spill file behind."""
+    directory under the system's, removed when the command ends, however it ends. SIGKILL
+    cannot be handled: the directory is locked while its run lives, and the next run removes
+    the directories of dead runs (:func:`sweep_stale_tempdirs`)."""
     import shutil
     import tempfile
 
     owner = os.getpid()
     previous = tempfile.tempdir
     try:
+        root = tempfile.gettempdir()
         path = tempfile.mkdtemp(prefix="llmdiag-")
     except OSError:  # no writable temp directory: the commands say so where they need one
         yield None
         return
+    lock = _lock_dir(path)
+    sweep_stale_tempdirs(root)
     tempfile.tempdir = path
     try:
         yield path
     finally:
         if os.getpid() == owner:
             tempfile.tempdir = previous
+            if lock is not None:
+                os.close(lock)
             shutil.rmtree(path, ignore_errors=True)

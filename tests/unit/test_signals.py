@@ -190,3 +190,34 @@ def test_sigkill_of_llmdiag_takes_its_children(tmp_path, args):
                 os.kill(k, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_sigkilled_runs_temp_dir_is_removed_by_the_next_run_and_a_live_one_is_kept(tmp_path, big_log):
+    """SIGKILL cannot be handled: the next run removes the dead run's private directory (its
+    lock is free), never a live run's (its lock is held), nor anything else in TMPDIR."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / "llmdiag-not-ours").mkdir()  # no lock: another version's or a user's, left alone
+    (tmp / "user-file").write_text("x")
+    killed = start(["analyze-log", str(big_log), "-o", "k.txt"], tmp_path)
+    assert wait_for(lambda: any(tmp.glob("llmdiag-*/*.pkl")) or any(tmp.glob("llmdiag-*/*/*")), 30), temp_left(tmp_path)
+    dead = {p for p in tmp.glob("llmdiag-*") if (p / ".lock").exists()}
+    assert len(dead) == 1
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.communicate(timeout=10)
+    assert wait_for(lambda: not session_members(killed.pid), 10)
+    assert all(p.exists() for p in dead)  # SIGKILL: nothing could clean up
+
+    live = start(["analyze-log", str(big_log), "-o", "l.txt"], tmp_path)
+    try:
+        assert wait_for(lambda: len({p for p in tmp.glob("llmdiag-*") if (p / ".lock").exists()} - dead) == 1, 30)
+        mine = {p for p in tmp.glob("llmdiag-*") if (p / ".lock").exists()} - dead
+        short = subprocess.run(llmdiag_argv("runbook"), capture_output=True, text=True, timeout=60,
+                               env=cli_env(TMPDIR=str(tmp)), cwd=tmp_path / "work")
+        assert short.returncode == 0, short.stderr
+        assert not any(p.exists() for p in dead), "the SIGKILLed run's directory is still there"
+        assert all(p.exists() for p in mine), "a live run's directory was removed"
+        assert (tmp / "llmdiag-not-ours").is_dir() and (tmp / "user-file").exists()
+    finally:
+        finish(live, signal.SIGTERM)
+    assert temp_left(tmp_path) == ["llmdiag-not-ours", "user-file"]
