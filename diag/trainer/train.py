@@ -270,6 +270,20 @@ def _dump_on_term(prefix: str | None, rank: int, log) -> None:
         pass
 
 
+def _init_group(backend: str, timeout: timedelta) -> None:
+    """``init_process_group`` on the launcher's store, in a namespace of this restart attempt.
+
+    Under torchrun the workers of every attempt share the agent's store: the keys the previous
+    attempt's ranks wrote (gloo's per-rank listening addresses) are still there, and a new rank
+    can read a dead rank's address before its peer overwrites it ("connectFullMesh failed ...
+    Connection refused" to the old rank's port, or a hang). A prefix per
+    ``TORCHELASTIC_RESTART_COUNT`` keeps attempts apart."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    dist.init_process_group(backend, store=dist.PrefixStore(f"llmdiag/attempt_{attempt}", store), rank=rank,
+                            world_size=world, timeout=timeout)
+
+
 def run_worker(args) -> int:
     """One process of a job launched by torchrun or by ``launch.py``: init, train, report, exit code."""
     rank = int(os.environ.get("RANK", "0"))
@@ -282,7 +296,7 @@ def run_worker(args) -> int:
     try:
         use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
         backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
-        dist.init_process_group(backend, timeout=timedelta(seconds=args.collective_timeout))
+        _init_group(backend, timedelta(seconds=args.collective_timeout))
         _dump_on_term(prefix, rank, log)
         gathered = train(args, log=log)
         if rank == 0 and args.summary_file:
