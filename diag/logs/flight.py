@@ -140,6 +140,12 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
             status = ((dumps[r].get("pg_status") or {}).get(str(next(iter(by_rank[r].values())).get("pg_id", "")))
                       or {})
             done = status.get("last_completed_collective")
+            newest_done = (by_rank[r].get(done) or {}).get("state") == "completed"
+            if isinstance(done, int) and done >= last.get(r, -1) and not newest_done:
+                # pg_status counts a retired work as completed, and a work that timed out is retired too:
+                # the rank's newest collective counts as completed only when its entry says so (NCCL's
+                # states; gloo's stay "scheduled"). Dumps taken around a timeout differ in that alone.
+                done = last.get(r, 0) - 1
             states = [q for q, e in by_rank[r].items() if e.get("state") == "completed"]
             completed[r] = max([x for x in (done, max(states) if states else None) if isinstance(x, int)], default=-1)
         not_entered = sorted(r for r, q in last.items() if q < top)
@@ -154,7 +160,7 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
             "input_sizes": sample.get("input_sizes") if sample else None,
             "input_dtypes": sample.get("input_dtypes") if sample else None,
             "last_entered": {str(r): q for r, q in sorted(last.items())},
-            "not_entered": not_entered, "not_completed": not_completed,
+            "entered": sorted(entered), "not_entered": not_entered, "not_completed": not_completed,
             "no_dump": sorted(r for r in members.get(pg, []) if r not in dumps),
         }
         # all entered, none completed: a rank whose kernel never started holds the others (NCCL states)
@@ -195,7 +201,7 @@ def analyze(dumps: dict[int, dict], world_size: int | None = None) -> dict:
                               for s in mm["sides"]))
     if not suspects:
         for g in out["process_groups"]:
-            if g["not_completed"] and len(g["not_completed"]) < len(g["ranks"]):
+            if g["not_completed"] and len(g["not_completed"]) < len(g["entered"]):
                 suspects = g["not_completed"]
                 reason = f"rank(s) {suspects} entered {g['op']} #{g['seq_id']} but never completed it"
                 break

@@ -58,6 +58,27 @@ def test_partial_dumps_are_said(hung_run, tmp_path):
     assert fr["suspect_ranks"] == [1] and "no dump from rank(s) [1]" in fr["reason"]
 
 
+def test_partial_dumps_where_a_timed_out_work_looks_completed(hung_run, tmp_path):
+    """A rank whose blocked collective timed out before it dumped reports it in pg_status as its
+    last *completed* collective (a retired work); another rank dumping a moment earlier does not.
+    That difference is timing, not a suspect: the missing rank stays the one to look at."""
+    import pickle
+
+    part = tmp_path / "fr"
+    part.mkdir()
+    for r in (0, 2):
+        dump = pickle.loads((hung_run.parent / "train.log.fr" / f"rank_{r}").read_bytes())
+        newest = max(e["collective_seq_id"] for e in dump["entries"])
+        for pg in dump["pg_status"].values():
+            pg["last_completed_collective"] = newest if r == 2 else newest - 1
+        for e in dump["entries"]:
+            e["retired"] = r == 2 or e["collective_seq_id"] < newest
+        (part / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(dump))
+    proc, doc = _analyze(str(hung_run), "--fr", str(part))
+    fr = doc["flight_recorder"]
+    assert fr["suspect_ranks"] == [1] and "no dump from rank(s) [1]" in fr["reason"], fr
+
+
 MISMATCH = textwrap.dedent("""
     import os, sys, time
     os.environ["TORCH_FR_BUFFER_SIZE"] = "100"
