@@ -193,7 +193,10 @@ def parse_size(text: str | int | float) -> int:
         raise ValueError(f"size {text!r} has no unit: write {mt.group(1)}GiB (or {mt.group(1)}GB for 1e9 bytes)")
     if mt.group(2).lower() not in _UNITS:
         raise ValueError(f"unknown unit {mt.group(2)!r} in {text!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or K, M, G, T)")
-    n = int(float(mt.group(1)) * _UNITS[mt.group(2).lower()])
+    value = float(mt.group(1)) * _UNITS[mt.group(2).lower()]
+    if not value < 2**60:  # also inf and nan: no device has an exabyte
+        raise ValueError(f"size {text!r} is out of range (at most 1 EiB)")
+    n = int(value)
     if n <= 0:
         raise ValueError(f"size must be positive: {text!r}")
     return n

@@ -63,6 +63,9 @@ def test_sizes_need_a_unit():
     assert doc["gpu_memory"] == 80 * 10**9
     p = run("--model", "gpt2", "--gpu-memory", "80")
     assert p.returncode == 2 and "80GiB" in p.stderr and "Traceback" not in p.stderr
+    for absurd in ("1e400G", "2000000000G"):  # infinity and an exabyte: a usage error, not an internal one
+        p = run("--model", "gpt2", "--gpu-memory", absurd)
+        assert p.returncode == 2 and "out of range" in p.stderr and "internal error" not in p.stderr, p.stderr
 
 
 def test_unknown_gpu_memory_is_not_fits():
