@@ -12,6 +12,21 @@ import click
 from llmdiag.reports.base import FORMATS, RenderOptions
 
 
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses nan and ±inf: NaN slips through every comparison
+    (``--interval nan`` sampled "every nan s" forever), inf through every lower bound."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        out = super().convert(value, param, ctx)
+        if isinstance(out, float) and not math.isfinite(out):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return out
+
+
 def output_options(default_format: str = "terminal") -> Callable:
     """``--format/-f``, ``-o/--output``, ``--width``, ``--no-color``: the same for every command."""
 

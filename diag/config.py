@@ -144,8 +144,9 @@ def _check(field: Field, value: Any, where: str, source: str | None) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad()
     elif t == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad()
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+                float("inf"), float("-inf")):
+            raise bad()  # TOML has nan and inf; no setting means either
         value = float(value)
     elif t == "int_or_auto":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
@@ -23,7 +23,7 @@ from llmdiag.exitcodes import ExitCode
 @click.option("--follow", is_flag=True, help="Keep reading the (single) log as it grows and print alerts.")
 @click.option("--on-alert", "on_alert", default=None, metavar="CMD",
               help="With --follow: run CMD for every alert, the alert as JSON on stdin.")
-@click.option("--no-progress-minutes", type=click.FloatRange(0.1, 10000), default=None,
+@click.option("--no-progress-minutes", type=FiniteFloatRange(0.1, 10000), default=None,
               help="With --follow: alert when no step arrives for this long (default [analyze_log] hang_minutes).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warning-severity findings too.")
 @click.option("--fr", "fr_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",

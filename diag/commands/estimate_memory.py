@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options, pass_env
+from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, pass_env
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -38,8 +38,8 @@ POS = click.IntRange(min=1)
 @click.command("estimate-memory")
 @click.option("--model", help="Preset (llama2-7b, llama3-70b, mixtral-8x7b, gpt3-175b, ...) or a config.json path.")
 @click.option("--hf-config", type=click.Path(dir_okay=False), help="Hugging Face config.json of the model.")
-@click.option("--params", type=click.FloatRange(min=1), help="Parameter count only (e.g. 7.5e9): model states only.")
-@click.option("--largest-layer-params", type=click.FloatRange(min=1),
+@click.option("--params", type=FiniteFloatRange(min=1), help="Parameter count only (e.g. 7.5e9): model states only.")
+@click.option("--largest-layer-params", type=FiniteFloatRange(min=1),
               help="With --params: the largest layer ZeRO-3 gathers (DeepSpeed's estimator input).")
 @click.option("--layers", type=POS)
 @click.option("--hidden", type=POS)

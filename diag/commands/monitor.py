@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 
 
@@ -42,10 +42,10 @@ def _watch(pid: int):
 
 @click.command()
 @config_option
-@click.option("--interval", "interval_s", type=click.FloatRange(0.05, 3600), default=None, metavar="SECONDS",
+@click.option("--interval", "interval_s", type=FiniteFloatRange(0.05, 3600), default=None, metavar="SECONDS",
               help="Seconds between samples (default [monitor] interval_s = 5).")
 @click.option("--count", type=click.IntRange(1), default=None, help="Stop after N samples.")
-@click.option("--duration", "duration_s", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+@click.option("--duration", "duration_s", type=FiniteFloatRange(0, min_open=True), default=None, metavar="SECONDS",
               help="Stop after this many seconds.")
 @click.option("--pid", type=click.IntRange(1), default=None, help="Stop when this process (the job) exits.")
 @click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",

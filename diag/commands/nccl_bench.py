@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
 from llmdiag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
 
@@ -53,7 +53,7 @@ def _corruption(value: str | None) -> tuple[int, int] | None:
 @click.option("--nproc", type=click.IntRange(1, 256), default=None,
               help="Standalone: local processes (default: one per GPU, else [nccl_bench] nproc = 2).")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None, help="nccl on GPUs, gloo on CPU (auto).")
-@click.option("--expect-busbw", type=click.FloatRange(0, min_open=True), default=None, metavar="GB/S",
+@click.option("--expect-busbw", type=FiniteFloatRange(0, min_open=True), default=None, metavar="GB/S",
               help="Fail when the plateau busbw is below this (times [nccl_bench] min_fraction).")
 @click.option("--pairwise", is_flag=True, help="Also measure send/recv between node pairs and name slow ones.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Also write the rows as CSV.")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
 from llmdiag.errors import UsageError
 from llmdiag.exitcodes import ExitCode
 
@@ -113,7 +113,7 @@ def cluster_options(fn):
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
 @click.option("--list-probes", is_flag=True, help="List the available probes and exit.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.1, 3600), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(0.1, 3600), default=None,
               help="Deadline of every probe, in seconds (default: each probe's own).")
 @click.option("--gpus-per-node", type=click.IntRange(0, 64), default=None, help="GPUs every node must show.")
 @click.option("--port-range", default=None, metavar="LO-HI", help="Ports the job will bind.")

@@ -39,10 +39,24 @@ def nonneg_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def finite_float(text: str) -> float:
     value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -73,10 +87,10 @@ def build_parser(prog: str = "llmdiag train") -> argparse.ArgumentParser:
     o.add_argument("--steps", type=positive_int, default=50)
     o.add_argument("--batch-size", type=positive_int, default=8, help="sequences per rank per step")
     o.add_argument("--lr", type=positive_float, default=3e-3)
-    o.add_argument("--min-lr", type=float, default=3e-4)
+    o.add_argument("--min-lr", type=nonneg_float, default=3e-4)
     o.add_argument("--warmup", type=nonneg_int, default=5, help="linear warm-up steps before the cosine decay")
-    o.add_argument("--weight-decay", type=float, default=0.1)
-    o.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm (0 disables clipping)")
+    o.add_argument("--weight-decay", type=nonneg_float, default=0.1)
+    o.add_argument("--grad-clip", type=nonneg_float, default=1.0, help="max gradient norm (0 disables clipping)")
     o.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="fp16 uses a GradScaler")
     o.add_argument("--seed", type=int, default=0)
     d = p.add_argument_group("data, checkpoints, logs, faults")

@@ -183,3 +183,21 @@ def test_names_the_system_refuses_are_usage_errors(tmp_path, args):
     (tmp_path / "x.log").write_text("step 1 loss 2.0\n")
     proc = run(*[("a" * 300 if a == "N" else a) for a in args], cwd=tmp_path)
     assert proc.returncode == 2 and "File name too long" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["monitor", "--interval", "nan", "--duration", "1"], ["monitor", "--count", "1", "--duration", "inf"],
+    ["nccl-bench", "--expect-busbw", "nan"], ["preflight", "--timeout", "nan"],
+    ["analyze-log", "x.log", "--follow", "--no-progress-minutes", "nan"],
+    ["estimate-memory", "--params", "inf"], ["estimate-memory", "--model", "gpt2", "--gpu-memory", "1e400G"],
+    ["train", "--lr", "inf"], ["train", "--grad-clip", "nan"], ["train", "--min-lr", "inf"],
+    ["preflight", "--probe", "system", "-c", "nan.toml"], ["preflight", "--probe", "system", "-c", "inf.toml"],
+])
+def test_nan_and_infinity_are_usage_errors(tmp_path, args):
+    """NaN passes every range check by comparing false (``--interval nan`` sampled forever)."""
+    (tmp_path / "x.log").write_text("step 1 loss 2.0\n")
+    (tmp_path / "nan.toml").write_text("[cluster]\ntimeout_s = nan\n")
+    (tmp_path / "inf.toml").write_text("[thresholds]\nnofile_min = 1\n[cluster]\nshare_wait_s = inf\n")
+    proc = run(*args, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-800:])
+    assert any(w in proc.stderr for w in ("nan", "inf", "finite", "out of range")), proc.stderr[-800:]
