@@ -56,7 +56,8 @@ class _ChildFailedBlock:
 
     def __init__(self, ev: Event):
         self.ev = ev
-        self.section = "failures"
+        # an excerpt may start at the Root Cause header itself (its lines behind a prefix the others lack)
+        self.section = "root" if ev.message.lstrip().startswith("Root Cause") else "failures"
         self.entries: list[dict] = []
         self.cur: dict | None = None
         self.done = False

@@ -203,6 +203,21 @@ ENTRIES: tuple[Entry, ...] = (
                 r"Detected (?P<oom_kill_events>\d+) oom[-_]kill events?",
                 r"\bOOMKilled\b"),
       keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled")),
+    E("pod_evicted", ERROR, "pod-evicted",
+      "Kubernetes evicted the pod: its node ran short of memory or disk and the kubelet stopped the containers",
+      ("the node's memory ran low (MemoryPressure): this pod or a neighbour used more than its request",
+       "the node's disk or ephemeral storage filled (DiskPressure): checkpoints, logs or /tmp inside the container"),
+      "give training pods memory requests equal to their limits (Guaranteed QoS), keep checkpoints on a volume, "
+      "and read the node's conditions (`kubectl describe node`)",
+      ("4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. Container trainer was "
+       "using 5053216Ki, which exceeds its request of 0.",
+       "Message:        The node was low on resource: ephemeral-storage.",
+       "trainer-0   ml   Evicted   node-09   Pod The node had condition: [DiskPressure]."),
+      # the kubelet's eviction messages (kubectl get events / describe pod); a scheduler's "node(s) had ..."
+      # is a different wording
+      patterns=(r"The node was low on resource: \[?(?P<evicted_resource>[\w-]+)",
+                r"The node had condition: \[(?P<evicted_resource>\w+)\]"),
+      keywords=("low on resource", "had condition")),
     E("sigbus", ERROR, "sigbus",
       "a process died of signal 7 (bus error): almost always shared memory (/dev/shm) ran out",
       ("/dev/shm too small (a container's default is 64 MiB) for NCCL or DataLoader shared memory",
@@ -230,6 +245,14 @@ ENTRIES: tuple[Entry, ...] = (
                 r"(?P<worker_signal>[^.]+)|exited unexpectedly)",
                 r"Unexpected (?P<worker_signal>bus error|segmentation fault) encountered in worker"),
       keywords=("DataLoader worker", "encountered in worker")),
+    E("dataloader_timeout", ERROR, "dataloader-worker-killed",
+      "the DataLoader waited longer than its timeout for a batch from its workers",
+      ("a worker is stuck: slow or hung storage (a network file system), a deadlock in the dataset code",
+       "the workers are too slow for the timeout (heavy decoding, too few workers)"),
+      "see what the workers wait on (py-spy dump of a worker's pid), check the storage the dataset reads; "
+      "raise timeout= or num_workers only once that is understood",
+      ("RuntimeError: DataLoader timed out after 1800 seconds",),
+      patterns=(r"DataLoader timed out after (?P<timeout_s>\d+) seconds",), keywords=("DataLoader timed out",)),
     E("disk_full", ERROR, "disk-full",
       "a write failed because the disk (or the user's quota) is full, typically while saving a checkpoint",
       ("checkpoints accumulate without rotation", "the quota of a shared file system is used up",
@@ -278,6 +301,20 @@ ENTRIES: tuple[Entry, ...] = (
       patterns=(r"\*\*\* (?:JOB|STEP) (?P<slurm_job_id>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<cancelled_at>\S+) "
                 r"DUE TO TIME LIMIT",),
       keywords=("TIME LIMIT",)),
+    E("slurm_cancelled", ERROR, "slurm-cancelled",
+      "Slurm cancelled the job or step before it finished: it was preempted, requeued or lost a node",
+      ("a higher-priority job preempted it (a preemptible partition or QOS)",
+       "the job was requeued (by the scheduler after a node failure, or `scontrol requeue`)",
+       "a node of the allocation failed (NODE FAIL)"),
+      "resume from the last checkpoint; for preemption save on the warning signal (--signal=USR1@120) and use "
+      "--requeue; after a node failure drain that node and check its health",
+      ("slurmstepd: error: *** JOB 32391783 ON cn119 CANCELLED AT 2021-06-18T13:05:36 DUE TO PREEMPTION ***",
+       "slurmstepd: error: *** STEP 608.0 ON node-4 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***",
+       "slurmstepd: error: *** JOB 77012 ON gpu-12 CANCELLED AT 2024-02-11T04:10:55 DUE TO NODE FAILURE ***"),
+      # without "DUE TO ..." the line is srun ending a step after a task failed: an echo of that failure
+      patterns=(r"\*\*\* (?:JOB|STEP) (?P<slurm_job_id>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT "
+                r"(?P<cancelled_at>\S+) DUE TO (?P<reason>PREEMPTION|JOB REQUEUE|NODE FAIL(?:URE)?)\b",),
+      keywords=("CANCELLED AT",)),
     E("python_exception", ERROR, "python-exception", "the training script raised an exception",
       ("a bug or a bad input in the script",), "read the exception and the last frames of its traceback",
       ("ValueError: too many values to unpack (expected 2)",)),

@@ -423,6 +423,8 @@ def _overflow(m: re.Match[str], msg: str):
         f["new_loss_scale"] = float(r[1] or r[2])
     if "hysteresis" in msg:
         f["hysteresis"] = True
+    if "already at minimum" in msg:  # the scaler gave up: DeepSpeed / apex end the run with this exception
+        f["loss_scale_at_minimum"] = True
     rk = re.search(r"Rank (\d+)", msg)
     if rk:
         f["rank"] = int(rk[1])
@@ -507,10 +509,12 @@ RULES: list[Rule] = [
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
+    # "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
+    Rule("already at minimum", R(r"loss scale already at minimum"), _overflow),
     Rule("Traceback", R(r"^Traceback \(most recent call last\):"), _traceback),
     Rule("rror", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?::\s*(?P<text>.*))?$"),
          _exception),
-    Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?::\s*(?P<text>.*))?$"),
+    Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception))(?::\s*(?P<text>.*))?$"),
          _exception),
     Rule("torch", R(r"(?:torch==|[Tt]orch(?:\.__)?[ _]?version(?:__)?[:=]? ?|PyTorch version:? )"
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),

@@ -1,0 +1,556 @@
+"""Real wordings of host, Python and framework failures, and of healthy runs, from public reports.
+
+Each excerpt keeps the wording and line format of a log that someone posted publicly (the comment names
+the repository and issue); host names, user names, paths and addresses were changed. Every excerpt runs
+through the real ``llmdiag analyze-log -f json`` command: the labels must come out exactly, the exit
+code must say whether the job died (1) or ran fine (0, with no finding at all), and the key facts must
+be read. The tables are data: a wording that fails here is a gap in the analyzer, not in the test.
+"""
+# the excerpts keep the trailing blanks of the real lines (torchrun's "ChildFailedError: ", tqdm redraws)
+# ruff: noqa: W291, W293
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from llmdiag.cli import cli
+
+BAR = "\u2588"
+
+#: (source, excerpt, expected labels, expected exit code, key facts)
+FAILURES: list[tuple[str, str, list[str], int, dict]] = [
+    # pcyin/tranX#41: dmesg after a run that used up the host's RAM (terminal-wrapped lines rejoined)
+    ("tranX#41", """\
+[2059991.491436] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice,task=python3,pid=25315,uid=0
+[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244kB, anon-rss:31451456kB, file-rss:74816kB, shmem-rss:12296kB, UID:0 pgtables:69068kB oom_score_adj:0
+[2059992.056260] oom_reaper: reaped process 25315 (python3), now anon-rss:0kB, file-rss:74732kB, shmem-rss:12296kB
+""", ["host_oom_kill"], 1, {"killed_pid": 25315, "process": "python3"}),
+    # ShengcaiLiao/QAConv#19: dmesg, the first line without its timestamp, then another process invokes the killer
+    ("QAConv#19", """\
+oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice/user-1000.slice/user@1000.service,task=python,pid=698405,uid=1000
+[441280.839852] Out of memory: Killed process 698405 (python) total-vm:49978204kB, anon-rss:12918388kB, file-rss:68668kB, shmem-rss:53352kB, UID:1000 pgtables:49772kB oom_score_adj:0
+[441281.626336] oom_reaper: reaped process 698405 (python), now anon-rss:0kB, file-rss:68664kB, shmem-rss:53172kB
+[448212.100902] sunloginclient invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0
+[448212.100908] CPU: 11 PID: 940 Comm: sunloginclient Tainted: P           OE     5.11.0-43-generic #47~20.04.2-Ubuntu
+[448212.100912] Call Trace:
+[448212.100914]  dump_stack+0x74/0x92
+[448212.100919]  dump_header+0x4f/0x1f6
+[448212.100922]  oom_kill_process.cold+0xb/0x10
+[448212.100924]  out_of_memory.part.0+0x1ee/0x460
+""", ["host_oom_kill"], 1, {"killed_pid": 698405, "process": "python"}),
+    # equinor/ert#7797: `dmesg --time-format iso`
+    ("ert#7797", """\
+2024-04-29T14:55:41,678628+02:00 pool invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0
+2024-04-29T14:55:41,678661+02:00  oom_kill_process.cold.33+0xb/0x10
+2024-04-29T14:55:41,678996+02:00 [  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name
+2024-04-29T14:55:41,679685+02:00 oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice/user-21417.slice/user@21417.service,task=python3,pid=1440763,uid=21417
+2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (python3) total-vm:87033376kB, anon-rss:60356340kB, file-rss:0kB, shmem-rss:0kB, UID:21417 pgtables:169956kB oom_score_adj:0
+2024-04-29T14:55:46,947445+02:00 oom_reaper: reaped process 1440763 (python3), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB
+""", ["host_oom_kill"], 1, {"killed_pid": 1440763, "anon_rss_kb": 60356340}),
+    # chrisknewman/tusas#149: Slurm's cgroup OOM on a step, then srun ends the step
+    ("tusas#149", """\
+slurmstepd: error: Detected 1 oom_kill event in StepId=440575.0. Some of the step tasks have been OOM Killed.
+srun: error: nid001277: tasks 1-3: Out Of Memory
+srun: Terminating StepId=440575.0
+slurmstepd: error: *** STEP 440575.0 ON nid001277 CANCELLED AT 2023-12-05T07:16:01 ***
+""", ["host_oom_kill"], 1, {"oom_kill_events": 1}),
+    # hafs-community/HAFS#101 (1): the older Slurm wording, "oom-kill event(s) in step N cgroup"
+    ("HAFS#101-oom", """\
+slurmstepd: error: Detected 1 oom-kill event(s) in step 3495064.0 cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.
+srun: error: Orion-01-01: task 4: Out Of Memory
+srun: Terminating job step 3495064.0
+slurmstepd: error: *** STEP 3495064.0 ON orion-01-01 CANCELLED AT 2021-10-27T19:35:36 ***
+""", ["host_oom_kill"], 1, {"oom_kill_events": 1}),
+    # lanl/PyBNF#118: the batch step's cgroup
+    ("PyBNF#118", """\
+slurmstepd: error: Detected 2 oom-kill event(s) in step 3756240.batch cgroup.
+""", ["host_oom_kill"], 1, {"oom_kill_events": 2}),
+    # snakemake/snakemake-executor-plugin-slurm#371: "srun: error: NODE: task 0: Out Of Memory" after the event
+    ("snakemake-slurm#371", """\
+slurmstepd: error: Detected 2 oom_kill events in StepId=4711.13. Some of the step tasks have been OOM Killed.
+srun: error: node-3: task 0: Out Of Memory
+""", ["host_oom_kill"], 1, {"oom_kill_events": 2}),
+    # hafs-community/HAFS#101 (2): a task of the step died of SIGBUS
+    ("HAFS#101-bus", """\
+srun: error: Orion-18-69: task 289: Bus error
+srun: Terminating job step 3495450.0
+slurmstepd: error: *** STEP 3495450.0 ON orion-01-04 CANCELLED AT 2021-10-27T20:22:22 ***
+""", ["sigbus"], 1, {"signal": "SIGBUS"}),
+    # castorini/hedwig#70: a bare Killed right after a finished tqdm bar
+    ("hedwig#70", f"""\
+Note: You are using GPU for training
+  0%|         | 0/3000001 [00:00<?, ?it/s]Skipping token 3000000 with 1-dimensional vector ['300']; likely a header
+100%{BAR * 18}| 3000001/3000001 [03:33<00:00, 14061.26it/s]
+Killed
+""", ["sigkill"], 1, {"signal": "SIGKILL"}),
+    # InternLandMark/LandMark#65: "Killed" glued to the bar
+    ("LandMark#65", f"""\
+Training with a single process on 1 GPUs.
+ 31%|{BAR * 52}| 331/1063 [01:06<03:59,  3.06it/s]Killed
+""", ["sigkill"], 1, {"signal": "SIGKILL", "progress_step": 331}),
+    # divamgupta/deep-clustering-kingdra#2: the shell's job report behind a timestamp
+    ("kingdra#2", """\
+2020-11-24 20:18:25.069 Epoch 5/5
+2020-11-24 20:18:25.069 - 24s - loss: 5.9945
+2020-11-24 20:22:28.106 /bin/bash: line 27: 318 Killed sh start.sh
+""", ["sigkill"], 1, {"signal": "SIGKILL", "pid": 318}),
+    # argoproj/argo-workflows#8981: the shell's report with padded columns
+    ("argo#8981", """\
+/argo/staging/script: line 10:    93 Killed                  pyenv exec python script/execute.py "${args[@]}"
+""", ["sigkill"], 1, {"signal": "SIGKILL", "pid": 93}),
+    # lzhxmu/CPPO#6: accelerate's DeepSpeed launcher, a rank SIGKILLed (host OOM), the ChildFailedError table
+    ("CPPO#6", """\
+  File "/home/user/.pyenv/versions/3.11.2/lib/python3.11/site-packages/accelerate/commands/launch.py", line 861, in deepspeed_launcher
+    distrib_run.run(args)
+  File "/home/user/.pyenv/versions/3.11.2/lib/python3.11/site-packages/torch/distributed/run.py", line 909, in run
+    elastic_launch(
+  File "/home/user/.pyenv/versions/3.11.2/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 138, in __call__
+    return launch_agent(self._config, self._entrypoint, list(args))
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/home/user/.pyenv/versions/3.11.2/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 269, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+src/open_r1/grpo_gsm.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-05-21_15:43:03
+  host      : worker-0
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 14750)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 14750
+============================================================
+""", ["child_failed", "sigkill"], 1, {"exitcode": -9, "signal": "SIGKILL", "root_cause_pid": 14750}),
+    # yangjianxin1/Firefly#171: the old logger format of the agent, siblings SIGTERMed after a rank got -9
+    ("Firefly#171", """\
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899506 closing signal SIGTERM
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899507 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 4 (pid: 899509) of binary: /home/user/miniconda3/envs/ft/bin/python
+""", ["sigkill"], 1, {"exitcode": -9, "pid": 899509, "failed_local_rank": 4}),
+    # OpenBMB/MiniCPM-V#770: glog-prefixed agent line, then the launcher's own traceback
+    ("MiniCPM-V#770", """\
+E0121 10:22:41.312000 1301 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -9) local_rank: 0 (pid: 1322) of binary: /root/miniconda3/bin/python
+Traceback (most recent call last):
+  File "/root/miniconda3/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "/root/miniconda3/lib/python3.10/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 347, in wrapper
+    return f(*args, **kwargs)
+  File "/root/miniconda3/lib/python3.10/site-packages/torch/distributed/run.py", line 879, in main
+    run(args)
+""", ["sigkill"], 1, {"exitcode": -9, "pid": 1322}),
+    # pytorch/pytorch#139028: a rank raised (exit code 1); the table names rank 3
+    ("pytorch#139028", """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+pippy_llama.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-10-27_12:29:04
+  host      : 6e61f182b97b
+  rank      : 3 (local_rank: 3)
+  exitcode  : 1 (pid: 25248)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+""", ["child_failed"], 1, {"first_failing_rank": 3}),
+    # hezhangsprinter/DCPDN#58: the worker's own message about shared memory
+    ("DCPDN#58", """\
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+Traceback (most recent call last):
+  File "/home/user/anaconda3/envs/py36/lib/python3.6/site-packages/PIL/ImageFile.py", line 510, in _save
+    fh = fp.fileno()
+AttributeError: '_idat' object has no attribute 'fileno'
+""", ["dataloader_worker_killed"], 1, {}),
+    # THU-DA-6D-Pose-Group/GDR-Net#16: the chain a shm-starved worker leaves behind
+    ("GDR-Net#16", """\
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+RuntimeError: DataLoader worker (pid 3216) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
+    raise RuntimeError('DataLoader worker (pid(s) {}) exited unexpectedly'.format(pids_str))
+RuntimeError: DataLoader worker (pid(s) 3216) exited unexpectedly
+""", ["dataloader_worker_killed"], 1, {"pid": 3216}),
+    # hezhangsprinter/DCPDN#12: a worker killed by the OOM killer
+    ("DCPDN#12", """\
+Traceback (most recent call last):
+  File "train.py", line 210, in <module>
+    val_target_cpu, val_input_cpu = val_target_cpu.float().cuda(), val_input_cpu.float().cuda()
+  File "/home/user/anaconda3/envs/pic/lib/python2.7/site-packages/torch/utils/data/dataloader.py", line 175, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.
+""", ["dataloader_worker_killed"], 1, {"pid": 19597}),
+    # idiap/ESLAM#20: torch.multiprocessing could not grow its /dev/shm file
+    ("ESLAM#20", """\
+RuntimeError: unable to write to file </torch_31911_952036340_6686>: No space left on device (28)
+""", ["disk_full"], 1, {}),
+    # hiyouga/LlamaFactory#5155: safetensors (Rust) error while saving a checkpoint
+    ("LlamaFactory#5155", """\
+safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })
+""", ["disk_full"], 1, {}),
+    # bghira/SimpleTuner#2353: the newer safetensors wording
+    ("SimpleTuner#2353", """\
+Error while serializing: I/O error: No space left on device (os error 28)
+Traceback (most recent call last):
+  File "/app/SimpleTuner/simpletuner/train.py", line 161, in <module>
+    trainer.train()
+  File "/opt/venv/lib/python3.12/site-packages/safetensors/torch.py", line 307, in save_file
+    serialize_file(_flatten(tensors), filename, metadata=metadata)
+safetensors_rust.SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)
+""", ["disk_full"], 1, {}),
+    # zai-org/ChatGLM-6B#1166: DeepSpeed's torch checkpoint engine, the zip writer fails
+    ("ChatGLM-6B#1166", """\
+[2023-06-02 00:34:14,470] [INFO] [logging.py:96:log_dist] [Rank 0] Saving model checkpoint: ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt
+[2023-06-02 00:34:14,470] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt...
+[2023-06-02 00:34:14,493] [INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt.
+[2023-06-02 00:34:14,497] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving ./output/deepspeed/checkpoint-1428/global_step1428/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt...
+Traceback (most recent call last):
+  File "/environment/miniconda3/envs/py39/lib/python3.9/site-packages/torch/serialization.py", line 441, in save
+    _save(obj, opened_zipfile, pickle_module, pickle_protocol)
+  File "/environment/miniconda3/envs/py39/lib/python3.9/site-packages/torch/serialization.py", line 668, in _save
+    zip_file.write_record(name, storage.data_ptr(), num_bytes)
+RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/3: file write failed
+""", ["disk_full"], 1, {}),
+    # ymcui/Chinese-LLaMA-Alpaca#534: fp16 loss scale falls to its minimum and DeepSpeed ends the run
+    ("Chinese-LLaMA-Alpaca#534", f"""\
+ 14%|{BAR}\u258d        | 381/2724 [14:04:45<85:52:52, 131.96s/it][2023-06-07 22:22:34,914] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 8, reducing to 4
+
+ 14%|{BAR}\u258d        | 382/2724 [14:06:56<85:46:12, 131.84s/it][2023-06-07 22:24:46,260] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2
+
+ 14%|{BAR}\u258d        | 383/2724 [14:09:08<85:40:01, 131.70s/it][2023-06-07 22:26:57,601] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 2, reducing to 1
+
+Traceback (most recent call last):
+  File "/home/user/.local/lib/python3.10/site-packages/deepspeed/runtime/fp16/loss_scaler.py", line 175, in update_scale
+    raise Exception(
+Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.
+""", ["grad_overflow"], 1, {"loss_scale_min": 1, "loss_scale_at_minimum": True}),
+    # zai-org/CogVideo#233: overflow while the loss scale calibrates
+    ("CogVideo#233", """\
+[2024-09-11 17:52:11,320] [INFO] [checkpointing.py:546:forward] ----Profiling time in checkpointing False
+[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4294967296, reducing to 2147483648
+[2024-09-11 17:52:32,563] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 2147483648, reducing to 1073741824
+[2024-09-11 17:52:47,082] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1073741824, reducing to 536870912
+""", ["grad_overflow"], 0, {"overflow_messages": 3}),
+    # huggingface/transformers#9996: ZeRO-2's older "[deepscale]" wording glued to the tqdm bar
+    ("transformers#9996", """\
+  1%|\u258a        | 6/1184 [00:21<1:09:10,  3.52s/it][2021-02-04 15:06:19,825] [INFO] [stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 134217728.0, reducing to 67108864.0
+  1%|\u2589        | 7/1184 [00:24<1:07:59,  3.47s/it][2021-02-04 15:06:23,182] [INFO] [stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 67108864.0, reducing to 33554432.0
+  1%|\u2589        | 8/1184 [00:28<1:07:17,  3.43s/it][2021-02-04 15:06:26,854] [INFO] [stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 33554432.0, reducing to 16777216.0
+""", ["grad_overflow"], 0, {"overflow_messages": 3}),
+    # deepspeedai/DeepSpeed#931: hysteresis first, then the scale halves; the step line counts the skips
+    ("DeepSpeed#931", """\
+Beginning of Epoch 1/16, Total Micro Batches 1840
+[2023-04-28 06:51:29,903] [INFO] [loss_scaler.py:188:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. Reducing hysteresis to 1
+[2023-04-28 06:51:30,648] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
+[2023-04-28 06:51:31,392] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768, reducing to 16384
+""", ["grad_overflow"], 0, {}),
+    # ZettaAI/zetta_utils#671: Slurm's time limit, job and step
+    ("zetta_utils#671", """\
+srun: Job step aborted: Waiting up to 47 seconds for job step to finish.
+slurmstepd: error: *** JOB 494583 ON node-12 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***
+slurmstepd: error: *** STEP 494583.0 ON node-12 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***
+""", ["slurm_time_limit"], 1, {"slurm_job_id": 494583}),
+    # GEMmaker (SystemsGenetics/GEMmaker#242): Slurm preempted the job
+    ("GEMmaker#242", """\
+slurmstepd: error: *** JOB 32391783 ON cn119 CANCELLED AT 2021-06-18T13:05:36 DUE TO PREEMPTION ***
+""", ["slurm_cancelled"], 1, {"slurm_job_id": 32391783, "reason": "PREEMPTION"}),
+    # facebookincubator/submitit#1708: preempted and requeued, then the tasks exit
+    ("submitit#1708", """\
+submitit WARNING (2022-08-12 02:06:11,453) - Caught signal SIGUSR2 on node-4: this job is preempted.
+slurmstepd: error: *** JOB 608 ON node-4 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***
+slurmstepd: error: *** STEP 608.0 ON node-4 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***
+submitit WARNING (2022-08-12 02:06:12,299) - Bypassing signal SIGCONT
+submitit WARNING (2022-08-12 02:06:12,301) - Bypassing signal SIGTERM
+slurmstepd: error: Failed to send MESSAGE_TASK_EXIT: Connection refused
+srun: error: node-4: tasks 2-3: Exited with exit code 1
+""", ["slurm_cancelled"], 1, {"slurm_job_id": 608, "reason": "JOB REQUEUE"}),
+    # FederatedAI/KubeFATE#64: kubectl events of a pod the kubelet evicted for memory
+    ("KubeFATE#64", """\
+4m11s       Warning   Evicted               pod/egg-7d9c    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.
+4m11s       Normal    Killing               pod/egg-7d9c    Stopping container egg
+4m          Warning   ExceededGracePeriod   pod/egg-7d9c    Container runtime did not kill the pod within specified grace period.
+""", ["pod_evicted"], 1, {"evicted_resource": "memory"}),
+    # kubeflow/trainer#301: `kubectl describe pod` of an evicted worker
+    ("kubeflow-trainer#301", """\
+Status:         Failed
+Reason:         Evicted
+Message:        The node was low on resource: memory.
+""", ["pod_evicted"], 1, {"evicted_resource": "memory"}),
+    # operate-first/apps#1352: evicted for disk pressure
+    ("operate-first#1352", """\
+classifier-56b4b9d9cqz7f   ml-workflows   Evicted   node-09   Pod The node had condition: [DiskPressure]. 
+""", ["pod_evicted"], 1, {"evicted_resource": "DiskPressure"}),
+    # YuanGongND/ast#112: a worker that exited with a code (the message since PyTorch 1.x)
+    ("ast#112", """\
+RuntimeError: DataLoader worker (pid 39424) exited unexpectedly with exit code 1. Details are lost due to multiprocessing. Rerunning with num_workers=0 may give better error trace.
+""", ["dataloader_worker_killed"], 1, {"pid": 39424}),
+    # facebookresearch/detectron2#384: the worker of a container with a 64 MiB /dev/shm
+    ("detectron2#384", """\
+RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly
+""", ["dataloader_worker_killed"], 1, {"pid": 25}),
+    # pytorch/pytorch#68643: the DataLoader's own timeout
+    ("pytorch#68643", """\
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.8/site-packages/torch/utils/data/dataloader.py", line 1186, in _next_data
+    idx, data = self._get_data()
+  File "/usr/local/lib/python3.8/site-packages/torch/utils/data/dataloader.py", line 1139, in _get_data
+    raise RuntimeError('DataLoader timed out after {} seconds'.format(self._timeout))
+RuntimeError: DataLoader timed out after 5 seconds
+""", ["dataloader_timeout"], 1, {"timeout_s": 5}),
+    # junyanz/pytorch-CycleGAN-and-pix2pix#1456: the user's quota, while saving images of the run
+    ("CycleGAN#1456", """\
+Traceback (most recent call last):
+  File "train.py", line 57, in <module>
+    visualizer.display_current_results(model.get_current_visuals(), epoch, save_result)
+  File "/cyclegan/util/util.py", line 66, in save_image
+    image_pil.save(image_path)
+  File "/anaconda3/envs/lib/python3.7/site-packages/PIL/Image.py", line 2216, in save
+    fp.close()
+OSError: [Errno 122] Disk quota exceeded
+""", ["disk_full"], 1, {"errno": 122}),
+    # QwenLM/Qwen3-Coder#174: a platform's timestamp before every line, a rank's OOM, the agent's table
+    ("Qwen3-Coder#174", """\
+2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. GPU 3 has a total capacity of 79.10 GiB of which 98.00 MiB is free. Process 387746 has 78.89 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch, and 765.81 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)
+2024-11-20 14:37:16 DEBUG:filelock:Attempting to acquire lock 140341412642880 on /root/.triton/autotune/Fp16Matmul_2d_kernel.pickle.lock
+2024-11-20 14:37:16 DEBUG:filelock:Lock 140341412642880 acquired on /root/.triton/autotune/Fp16Matmul_2d_kernel.pickle.lock
+2024-11-20 14:38:16 Root Cause (first observed failure):
+2024-11-20 14:38:16 [0]:
+2024-11-20 14:38:16   time      : 2024-11-20_14:37:28
+2024-11-20 14:38:16   host      : job-5971-master-0
+2024-11-20 14:38:16   rank      : 3 (local_rank: 3)
+2024-11-20 14:38:16   exitcode  : 1 (pid: 96)
+2024-11-20 14:38:16   error_file: <N/A>
+2024-11-20 14:38:16   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+""", ["child_failed", "cuda_oom"], 1, {"first_failing_rank": 3, "oom_tried_to_allocate_raw": "132.00 MiB"}),
+    # vpetren/gradnorm_tf#17: a plain "epoch: N loss: X" printer, the loss turns nan
+    ("gradnorm_tf#17", """\
+epoch: 3447 loss: 0.21203952148556715
+epoch: 3448 loss: 0.21049741968512542
+epoch: 3449 loss: 0.2075416080653667
+epoch: 3450 loss: 0.21063452526926987
+epoch: 3451 loss: nan
+epoch: 3452 loss: nan
+epoch: 3453 loss: nan
+""", ["nan_loss"], 1, {}),
+    # AnswerDotAI/ModernBERT#233: HF Trainer dicts, grad_norm nan and then the loss stuck at 0.0
+    ("ModernBERT#233", """\
+{'loss': 0.2051, 'grad_norm': nan, 'learning_rate': 9.774074342405685e-06, 'epoch': 0.53}
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 9.773696745450087e-06, 'epoch': 0.53}
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 9.773318840518906e-06, 'epoch': 0.53}
+""", ["nan_grad_norm", "zero_loss"], 1, {}),
+    # InternLM/xtuner#187: mmengine lines, the loss stays finite while grad_norm turns nan
+    ("xtuner#187", """\
+10/30 22:18:02 - mmengine - INFO - Epoch(train) [1][200/735]  lr: 1.9870e-04  eta: 2:46:39  time: 2.8906  data_time: 0.0042  memory: 10762  loss: 2.7522  grad_norm: 3.0608
+10/30 22:18:30 - mmengine - INFO - Epoch(train) [1][210/735]  lr: 1.9857e-04  eta: 2:46:12  time: 2.8865  data_time: 0.0041  memory: 10762  loss: 2.6150  grad_norm: 2.7647
+10/30 22:18:59 - mmengine - INFO - Epoch(train) [1][220/735]  lr: 1.9843e-04  eta: 2:45:44  time: 2.8826  data_time: 0.0040  memory: 10762  loss: 2.6687  grad_norm: 2.7647
+10/30 22:19:28 - mmengine - INFO - Epoch(train) [1][230/735]  lr: 1.9828e-04  eta: 2:45:16  time: 2.8833  data_time: 0.0040  memory: 10762  loss: 2.7682  grad_norm: 2.5099
+10/30 22:19:57 - mmengine - INFO - Epoch(train) [1][240/735]  lr: 1.9813e-04  eta: 2:44:49  time: 2.8874  data_time: 0.0042  memory: 10762  loss: 2.5128  grad_norm: nan
+10/30 22:20:26 - mmengine - INFO - Epoch(train) [1][250/735]  lr: 1.9797e-04  eta: 2:44:21  time: 2.8906  data_time: 0.0039  memory: 10762  loss: 2.4566  grad_norm: nan
+""", ["nan_grad_norm"], 1, {}),
+]
+
+#: (source, excerpt, framework): healthy progress; no finding, exit code 0
+HEALTHY: list[tuple[str, str, str]] = [
+    # epfLLM/Megatron-LLM#11: Megatron iteration lines (slow but healthy)
+    ("Megatron-LLM#11", """\
+ iteration      122/  250000 | consumed samples:       124928 | elapsed time per iteration (ms): 86545.2 | learning rate: 9.150E-06 | global batch size:  1024 | lm loss: 2.504220E+00 | loss scale: 1.0 | grad norm: 0.231 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ iteration      123/  250000 | consumed samples:       125952 | elapsed time per iteration (ms): 87871.6 | learning rate: 9.225E-06 | global batch size:  1024 | lm loss: 2.493043E+00 | loss scale: 1.0 | grad norm: 0.236 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ iteration      124/  250000 | consumed samples:       126976 | elapsed time per iteration (ms): 89474.8 | learning rate: 9.300E-06 | global batch size:  1024 | lm loss: 2.559583E+00 | loss scale: 1.0 | grad norm: 0.242 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ iteration      125/  250000 | consumed samples:       128000 | elapsed time per iteration (ms): 89075.2 | learning rate: 9.375E-06 | global batch size:  1024 | lm loss: 2.477393E+00 | loss scale: 1.0 | grad norm: 0.356 | number of skipped iterations:   0 | number of nan iterations:   0 |
+""", "megatron"),
+    # pytorch/torchtitan#2389: every rank prints the same step line, no rank prefix
+    ("torchtitan#2389", """\
+[titan] 2026-02-24 19:46:17,508 - root - INFO - step:  4  loss:  7.62585  grad_norm: 26.6250  memory: 66.91GiB(37.51%)  tps: 10,050  tflops: 314.71  mfu: 13.99%
+[titan] 2026-02-24 19:46:17,508 - root - INFO - step:  4  loss:  7.62585  grad_norm: 26.6250  memory: 66.91GiB(37.51%)  tps: 10,050  tflops: 314.69  mfu: 13.99%
+[titan] 2026-02-24 19:46:17,508 - root - INFO - step:  4  loss:  7.62585  grad_norm: 26.6250  memory: 66.91GiB(37.51%)  tps: 10,049  tflops: 314.68  mfu: 13.99%
+[titan] 2026-02-24 19:46:19,145 - root - INFO - step:  5  loss:  7.07623  grad_norm: 46.5000  memory: 66.91GiB(37.51%)  tps: 10,007  tflops: 313.36  mfu: 13.93%
+[titan] 2026-02-24 19:46:19,145 - root - INFO - step:  5  loss:  7.07623  grad_norm: 46.5000  memory: 66.91GiB(37.51%)  tps: 10,007  tflops: 313.36  mfu: 13.93%
+""", "torchtitan"),
+    # pytorch/torchtitan#1287: rank-prefixed step lines with GC and profiler lines between them
+    ("torchtitan#1287", """\
+[rank0]:[titan] 2025-06-16 22:30:48,735 - root - INFO - [GC] Peforming periodical GC collection. 0.06 seconds.
+[rank0]:[titan] 2025-06-16 22:30:50,322 - root - INFO - step: 200  loss:  6.1384  memory: 49.66GiB(52.28%)  tps: 5,856  tflops: 339.16  mfu: 34.29%
+[rank0]:[titan] 2025-06-16 22:30:50,758 - root - INFO - Dumping profiler traces at step 200
+[rank0]:[titan] 2025-06-16 22:30:50,976 - root - INFO - Finished dumping profiler traces in 0.22 seconds
+[rank0]:[titan] 2025-06-16 22:31:04,970 - root - INFO - step: 210  loss:  6.0388  memory: 49.66GiB(52.28%)  tps: 5,593  tflops: 323.92  mfu: 32.75%
+[rank0]:[titan] 2025-06-16 22:31:18,934 - root - INFO - step: 220  loss:  6.0348  memory: 49.66GiB(52.28%)  tps: 5,868  tflops: 339.82  mfu: 34.36%
+[rank0]:[titan] 2025-06-16 22:31:32,895 - root - INFO - step: 230  loss:  5.9670  memory: 49.66GiB(52.28%)  tps: 5,869  tflops: 339.88  mfu: 34.37%
+[rank0]:[titan] 2025-06-16 22:31:46,869 - root - INFO - step: 240  loss:  5.8311  memory: 49.66GiB(52.28%)  tps: 5,864  tflops: 339.59  mfu: 34.34%
+[rank0]:[titan] 2025-06-16 22:31:59,261 - root - INFO - [GC] Peforming periodical GC collection. 0.06 seconds.
+[rank0]:[titan] 2025-06-16 22:32:00,846 - root - INFO - step: 250  loss:  5.8383  memory: 49.66GiB(52.28%)  tps: 5,862  tflops: 339.48  mfu: 34.33%
+""", "torchtitan"),
+    # Lightning-AI/pytorch-lightning#4225: Lightning bars with loss and v_num, each step printed twice
+    ("lightning#4225", f"""\
+Training: 0it [00:00, ?it/s]
+Training:   0%|          | 0/18 [00:00<?, ?it/s]
+Epoch 0:   0%|          | 0/18 [00:00<?, ?it/s] 
+Epoch 0:   6%|\u258c         | 1/18 [00:08<02:29,  8.77s/it]
+Epoch 0:   6%|\u258c         | 1/18 [00:08<02:29,  8.77s/it, loss=10.473, v_num=193315]
+Epoch 0:  11%|{BAR}         | 2/18 [00:11<01:33,  5.82s/it, loss=10.473, v_num=193315]
+Epoch 0:  11%|{BAR}         | 2/18 [00:11<01:33,  5.82s/it, loss=10.224, v_num=193315]
+Epoch 0:  17%|{BAR}\u258b        | 3/18 [00:14<01:13,  4.87s/it, loss=10.224, v_num=193315]
+Epoch 0:  17%|{BAR}\u258b        | 3/18 [00:14<01:13,  4.87s/it, loss=10.047, v_num=193315]
+Epoch 0:  22%|{BAR * 2}\u258f       | 4/18 [00:17<01:02,  4.47s/it, loss=10.047, v_num=193315]
+Epoch 0:  22%|{BAR * 2}\u258f       | 4/18 [00:17<01:02,  4.47s/it, loss=9.926, v_num=193315] 
+Epoch 0:  28%|{BAR * 2}\u258a       | 5/18 [00:20<00:53,  4.14s/it, loss=9.926, v_num=193315]
+Epoch 0:  28%|{BAR * 2}\u258a       | 5/18 [00:20<00:53,  4.14s/it, loss=9.847, v_num=193315]
+""", "lightning"),
+    # Lightning-AI/pytorch-lightning#3866: a bar without the bar (Colab), loss and train_loss
+    ("lightning#3866", """\
+Epoch 0:  97% 1651/1702 [13:00<00:24,  2.11it/s, loss=0.158, v_num=0, train_loss=0.149]
+Epoch 0:  97% 1652/1702 [13:01<00:23,  2.11it/s, loss=0.158, v_num=0, train_loss=0.149]
+Epoch 0:  97% 1653/1702 [13:01<00:23,  2.12it/s, loss=0.158, v_num=0, train_loss=0.149]
+Epoch 0:  97% 1654/1702 [13:01<00:22,  2.12it/s, loss=0.158, v_num=0, train_loss=0.149]
+Epoch 0:  97% 1655/1702 [13:01<00:22,  2.12it/s, loss=0.158, v_num=0, train_loss=0.149]
+Epoch 0:  97% 1656/1702 [13:01<00:21,  2.12it/s, loss=0.158, v_num=0, train_loss=0.149]
+""", "lightning"),
+    # huggingface/transformers#35207: HF Trainer loss dicts, loss falling fast at the start
+    ("transformers#35207", """\
+{'loss': 10.5949, 'grad_norm': 188.28981018066406, 'learning_rate': 4.5833333333333334e-05, 'epoch': 0.25}
+{'loss': 8.2312, 'grad_norm': 87.7468032836914, 'learning_rate': 4.166666666666667e-05, 'epoch': 0.5}
+{'loss': 7.8988, 'grad_norm': 74.3565444946289, 'learning_rate': 3.7500000000000003e-05, 'epoch': 0.75}
+{'loss': 8.0197, 'grad_norm': 52.91275405883789, 'learning_rate': 3.3333333333333335e-05, 'epoch': 1.0}
+{'loss': 6.0704, 'grad_norm': 51.57986068725586, 'learning_rate': 2.916666666666667e-05, 'epoch': 1.25}
+{'loss': 5.8247, 'grad_norm': 56.05683898925781, 'learning_rate': 2.5e-05, 'epoch': 1.5}
+""", "hf-trainer"),
+    # axolotl-ai-cloud/axolotl#3196: HF Trainer dicts with memory keys, loss falling by epochs
+    ("axolotl#3196", """\
+{'loss': 4.75, 'grad_norm': 98.5, 'learning_rate': 5e-06, 'memory/max_mem_active(gib)': 25.45, 'memory/max_mem_allocated(gib)': 25.45, 'memory/device_mem_reserved(gib)': 30.22, 'epoch': 1.0}
+{'loss': 2.0312, 'grad_norm': 59.5, 'learning_rate': 4.956766880907269e-06, 'memory/max_mem_active(gib)': 34.89, 'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26, 'epoch': 2.0}
+{'loss': 0.8984, 'grad_norm': 45.0, 'learning_rate': 4.828728948150395e-06, 'memory/max_mem_active(gib)': 34.89, 'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26, 'epoch': 3.0}
+{'loss': 0.4102, 'grad_norm': 19.625, 'learning_rate': 4.620806627680728e-06, 'memory/max_mem_active(gib)': 34.89, 'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26, 'epoch': 4.0}
+{'loss': 0.2031, 'grad_norm': 11.8125, 'learning_rate': 4.340990257669732e-06, 'memory/max_mem_active(gib)': 34.89, 'memory/max_mem_allocated(gib)': 34.89, 'memory/device_mem_reserved(gib)': 41.26, 'epoch': 5.0}
+""", "hf-trainer"),
+    # NVIDIA/nccl#1504: NCCL INFO start-up noise, including the plugin loader's "cannot open shared object file"
+    ("nccl#1504", """\
+node-a:26023:26023 [0] NCCL INFO Bootstrap : Using eth0:172.17.2.7<0>
+node-a:26023:26023 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)
+node-a:26023:26023 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory : when loading libnccl-net.so
+node-a:26023:26023 [0] NCCL INFO NET/Plugin: Using internal network plugin.
+node-a:26023:26023 [0] NCCL INFO cudaDriverVersion 12040
+NCCL version 2.21.5+cuda12.4
+node-a:26024:26024 [1] NCCL INFO cudaDriverVersion 12040
+node-a:26024:26024 [1] NCCL INFO Bootstrap : Using eth0:172.17.2.7<0>
+node-a:26024:26024 [1] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)
+node-a:26024:26024 [1] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory : when loading libnccl-net.so
+node-a:26024:26024 [1] NCCL INFO NET/Plugin: Using internal network plugin.
+""", "other"),
+    # NVIDIA/nccl#1267: single-rank init with the plugin-symbol messages, "Init START"
+    ("nccl#1267", """\
+node-b:2744870:2744870 [0] NCCL INFO Bootstrap : Using ens7:10.128.0.32<0>
+node-b:2744870:2744870 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v7 symbol.
+node-b:2744870:2744870 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin symbol (>= v5). ncclNetPlugin symbols v4 and lower are not supported.
+node-b:2744870:2744870 [0] NCCL INFO cudaDriverVersion 12000
+NCCL version 2.19.3+cuda12.3
+node-b:2744870:2745046 [0] NCCL INFO NET/IB : No device found.
+node-b:2744870:2745046 [0] NCCL INFO NET/Socket : Using [0]ens7:10.128.0.32<0>
+node-b:2744870:2745046 [0] NCCL INFO Using non-device net plugin version 0
+node-b:2744870:2745046 [0] NCCL INFO Using network Socket
+node-b:2744870:2745046 [0] NCCL INFO comm 0x55f08a1c83d0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 30 commId 0x438c8edb9fb0064f - Init START
+node-b:2744870:2745046 [0] NCCL INFO Setting affinity for GPU 0 to ff,ffff0000,00ffffff
+node-b:2744870:2745046 [0] NCCL INFO Channel 00/32 :    0
+node-b:2744870:2745046 [0] NCCL INFO Channel 01/32 :    0
+""", "other"),
+    # bmaltais/kohya_ss#2481 + FartyPants/Training_PRO#14: the use_reentrant UserWarning inside a healthy run
+    ("kohya_ss#2481", """\
+/home/user/venv/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False explicitly. The default value of use_reentrant will be updated to be False in the future. To maintain current behavior, pass use_reentrant=True. It is recommended that you use use_reentrant=False. Refer to docs for more details on the differences between the two variants.
+  warnings.warn(
+{'loss': 2.9043, 'learning_rate': 4.999641867738336e-05, 'epoch': 0.02}
+{'loss': 2.7710, 'learning_rate': 4.998567568164982e-05, 'epoch': 0.03}
+{'loss': 2.6521, 'learning_rate': 4.996777648226463e-05, 'epoch': 0.05}
+""", "hf-trainer"),
+    # hiyouga/LlamaFactory#1223 (before the failure): a loss dict, the bar, the checkpoint being saved
+    ("LlamaFactory#1223", """\
+{'loss': 2.9043, 'learning_rate': 4.999641867738336e-05, 'epoch': 0.02}
+  1%|\u258d                                                                           | 10/1856 [04:16<13:02:24, 25.43s/it][INFO|trainer.py:2926] 2023-10-19 09:48:54,430 >> Saving model checkpoint to pt_output/chatglm_pt_checkpoint_deepspeed/checkpoint-10
+[INFO|configuration_utils.py:458] 2023-10-19 09:48:55,234 >> Configuration saved in pt_output/chatglm_pt_checkpoint_deepspeed/checkpoint-10/config.json
+[INFO|configuration_utils.py:364] 2023-10-19 09:48:55,469 >> Configuration saved in pt_output/chatglm_pt_checkpoint_deepspeed/checkpoint-10/generation_config.json
+""", "hf-trainer"),
+    # ymcui/Chinese-LLaMA-Alpaca#534 (hours before its failure): slow but steady bars and a loss dict
+    ("Chinese-LLaMA-Alpaca#534-ok", """\
+  5%|\u258c         | 137/2724 [5:04:10<95:29:53, 132.89s/it]
+  5%|\u258c         | 138/2724 [5:06:23<95:28:45, 132.92s/it]
+  5%|\u258c         | 139/2724 [5:08:36<95:27:48, 132.95s/it]
+  5%|\u258c         | 140/2724 [5:10:48<95:22:59, 132.89s/it]
+                                                        
+{'loss': 1.6747, 'learning_rate': 0.0001956204379562044, 'epoch': 0.1}
+
+  5%|\u258c         | 140/2724 [5:10:48<95:22:59, 132.89s/it]
+  5%|\u258c         | 141/2724 [5:13:01<95:19:29, 132.86s/it]
+  5%|\u258c         | 142/2724 [5:15:14<95:17:57, 132.87s/it]
+""", "hf-trainer"),
+    # Lightning-AI/litgpt#1110: litgpt's finetune lines and the end of a finished run
+    ("litgpt#1110", """\
+Epoch 4 | iter 961 step 961 | loss train: 1.062, val: 1.057 | iter time: 529.46 ms (step)
+Epoch 4 | iter 962 step 962 | loss train: 0.937, val: 1.057 | iter time: 503.53 ms (step)
+Epoch 4 | iter 963 step 963 | loss train: 0.971, val: 1.057 | iter time: 522.10 ms (step)
+Epoch 4 | iter 964 step 964 | loss train: 0.902, val: 1.057 | iter time: 115.27 ms (step)
+Epoch 5 | iter 965 step 965 | loss train: 1.182, val: 1.057 | iter time: 743.31 ms (step)
+Training time: 583.36s
+Memory used: 14.49 GB
+Saving LoRA weights to 'out/finetune/lora-tiny-llama-1.1b/final/lit_model.pth.lora'
+""", "other"),
+    # facebookresearch/demucs#315: a solver's Train/Valid summaries
+    ("demucs#315", """\
+[04-04 22:52:33][demucs.solver][INFO] - Training...
+[04-04 22:54:07][demucs.solver][INFO] - Train | Epoch 35 | 83/332 | 0.89 it/sec | Loss 0.1098 | Reco 0.1098 | Grad 0.0700
+[04-04 22:55:40][demucs.solver][INFO] - Train | Epoch 35 | 166/332 | 0.89 it/sec | Loss 0.1094 | Reco 0.1094 | Grad 0.0725
+[04-04 22:57:13][demucs.solver][INFO] - Train | Epoch 35 | 249/332 | 0.89 it/sec | Loss 0.1121 | Reco 0.1121 | Grad 0.0744
+[04-04 22:58:45][demucs.solver][INFO] - Train Summary | Epoch 35 | Loss=0.1127 | Reco=0.1127 | Grad=0.0732
+[04-04 22:58:45][demucs.solver][INFO] - ----------------------------------------------------------------------
+[04-04 22:58:45][demucs.solver][INFO] - Cross validation...
+[04-04 22:58:46][demucs.solver][INFO] - Valid Summary | Epoch 35 | Loss=0.1552 | Reco=0.1552 | Nsdr=6.484 | Best=0.1501 | Bname=main
+""", "other"),
+    # zai-org/ChatGLM-6B#1166 (before the failure): DeepSpeed saving a checkpoint, all fine
+    ("DeepSpeed-ChatGLM-save", """\
+[2023-06-02 00:34:14,470] [INFO] [logging.py:96:log_dist] [Rank 0] Saving model checkpoint: ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt
+[2023-06-02 00:34:14,470] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt...
+[2023-06-02 00:34:14,493] [INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt.
+""", "deepspeed"),
+]
+
+
+def _run(tmp_path, text: str) -> tuple[int, dict]:
+    log = tmp_path / "excerpt.log"
+    log.write_text(text, encoding="utf-8")
+    r = CliRunner().invoke(cli, ["analyze-log", str(log), "-f", "json"], catch_exceptions=False)
+    return r.exit_code, json.loads(r.output)
+
+
+def _facts(doc: dict) -> dict:
+    """Every fact the document states: its own facts, then those of its findings (first one wins)."""
+    out: dict = {}
+    for f in doc["findings"]:
+        for k, v in f["facts"].items():
+            out.setdefault(k, v)
+    out.update(doc["facts"])
+    return out
+
+
+@pytest.mark.parametrize("source,text,labels,code,facts", FAILURES, ids=[c[0] for c in FAILURES])
+def test_failure_wording(tmp_path, source, text, labels, code, facts):
+    exit_code, doc = _run(tmp_path, text)
+    assert sorted({f["kind"] for f in doc["findings"]}) == sorted(labels)
+    assert exit_code == code
+    got = _facts(doc)
+    for k, v in facts.items():
+        assert k in got, f"fact {k} missing"
+        assert got[k] == v or (isinstance(v, (int, float)) and isinstance(got[k], (int, float)) and
+                               float(got[k]) == float(v)), f"{k}: expected {v!r}, got {got[k]!r}"
+
+
+@pytest.mark.parametrize("source,text,framework", HEALTHY, ids=[c[0] for c in HEALTHY])
+def test_healthy_wording(tmp_path, source, text, framework):
+    exit_code, doc = _run(tmp_path, text)
+    assert [f["kind"] for f in doc["findings"]] == []
+    assert exit_code == 0
