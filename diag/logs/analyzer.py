@@ -135,6 +135,8 @@ class LogAnalyzer:
         self._block: _ChildFailedBlock | None = None
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
+        #: "Exception ignored in: ..." lines whose exception has not come yet, per (file, rank)
+        self._ignored: dict[tuple[str, int | None], int] = {}
         self._seen_keys: dict[int | None, set] = {}
         #: the largest key in each set of _seen_keys (max() over 4096 keys per batch was costly)
         self._seen_max: dict[int | None, int] = {}
@@ -277,6 +279,8 @@ class LogAnalyzer:
                     facts["pg"] = pg
             if kind == "overflow" and rank is None:
                 rank = facts.pop("rank", None)
+            if rank is None and isinstance(facts.get("rank"), int):  # "Rank 11: found NaN ..." names its rank
+                rank = facts.pop("rank")
             ev = Event(kind, file, lineno, msg.strip()[:500], rank, host, ts, facts)
             if kind == "child_failed":
                 if self._block is None:
@@ -285,8 +289,15 @@ class LogAnalyzer:
                 continue
             if kind == "traceback":
                 self._in_traceback[(file, rank)] = lineno
+            if kind == "exception_ignored":
+                # Python printed an exception it ignored (a __del__ at shutdown): the next one is not an error
+                self._ignored[(file, rank)] = self._ignored.get((file, rank), 0) + 1
+                continue
             if kind == "exception":
                 start = self._in_traceback.pop((file, rank), None)
+                if self._ignored.get((file, rank)):
+                    self._ignored[(file, rank)] -= 1
+                    continue
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start

@@ -335,10 +335,20 @@ ENTRIES: tuple[Entry, ...] = (
       "collectives", ()),
     E("nan_loss", ERROR, "nan-loss", "the loss became NaN/Inf",
       ("divergence (learning rate too high)", "fp16 overflow", "a bad batch"),
-      "restart from the last good checkpoint with a lower LR / clipping; inspect the batch", (), fatal=False),
+      "restart from the last good checkpoint with a lower LR / clipping; inspect the batch",
+      ("RuntimeError: Rank 5, node node-2, device 5, iteration 1200: Unexpected result nan (message='found NaN in "
+       "local forward loss calculation')",),
+      # Megatron-core's check of the forward loss (the older wording is an AssertionError "Rank N: found NaN ...")
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local forward loss",),
+      keywords=("in local forward loss",), fatal=False),
     E("nan_grad_norm", ERROR, "nan-loss", "the gradient norm became NaN/Inf",
       ("a bad batch or divergence", "fp16 overflow (with fp16)"),
-      "enable anomaly detection on the failing steps; inspect the batches", (), fatal=False),
+      "enable anomaly detection on the failing steps; inspect the batches",
+      ("AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication "
+       "collective. Device: 3, node: node-7",),
+      # Megatron-core checks the local grad norm before the data-parallel reduce and stops the run
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local grad norm",), keywords=("in local grad norm",),
+      fatal=False),
     E("zero_loss", ERROR, "zero-loss", "the loss is exactly zero (steps skipped or labels masked out)",
       ("all labels masked", "every step skipped"), "check the labels / loss mask and the skipped-step counters", (),
       fatal=False),

@@ -369,6 +369,21 @@ def _exitcode(m: re.Match[str], msg: str):
 
 
 
+def _launcher_exit(m: re.Match[str], msg: str):
+    """A launcher's report of a worker that died of a signal: DeepSpeed's "... exits with return code = -9",
+    subprocess's "died with <Signals.SIGKILL: 9>"."""
+    g = m.groupdict()
+    num = -int(g["code"]) if g.get("code") else int(g["num"])
+    kind = SIGNAL_KIND.get(num)
+    if not kind:
+        return None
+    f: dict = {"exitcode": -num, "signal": SIGNALS[num]}
+    lr = re.search(r"--local_rank[= ](\d+)", msg)
+    if lr:
+        f["local_rank"] = f["failed_local_rank"] = int(lr[1])
+    return kind, f
+
+
 def _killed(m: re.Match[str], msg: str):
     """A shell's bare ``Killed`` (the process got SIGKILL), alone or glued to a progress bar."""
     f: dict = {"signal": "SIGKILL", "exitcode": -9}
@@ -505,12 +520,15 @@ RULES: list[Rule] = [
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
+    Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    Rule("died with <Signals", R(r"died with <Signals\.SIG\w+: (?P<num>\d+)>"), _launcher_exit),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
     # "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
     Rule("already at minimum", R(r"loss scale already at minimum"), _overflow),
+    Rule("Exception ignored in", R(r"Exception ignored in\b"), lambda m, msg: ("exception_ignored", {})),
     Rule("Traceback", R(r"^Traceback \(most recent call last\):"), _traceback),
     Rule("rror", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?::\s*(?P<text>.*))?$"),
          _exception),

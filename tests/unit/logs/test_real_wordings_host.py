@@ -357,6 +357,32 @@ epoch: 3453 loss: nan
 10/30 22:19:57 - mmengine - INFO - Epoch(train) [1][240/735]  lr: 1.9813e-04  eta: 2:44:49  time: 2.8874  data_time: 0.0042  memory: 10762  loss: 2.5128  grad_norm: nan
 10/30 22:20:26 - mmengine - INFO - Epoch(train) [1][250/735]  lr: 1.9797e-04  eta: 2:44:21  time: 2.8906  data_time: 0.0039  memory: 10762  loss: 2.4566  grad_norm: nan
 """, ["nan_grad_norm"], 1, {}),
+    # deepspeedai/DeepSpeed#3232: the DeepSpeed launcher reports a rank that died of SIGKILL (host OOM)
+    ("DeepSpeed#3232", """\
+[2023-04-14 13:11:27,879] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266
+[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0', '--data_path', 'Dahoas/rm-static', '--model_name_or_path', 'facebook/opt-125m', '--zero_stage', '2', '--deepspeed', '--output_dir', '/content/output/actor-models/125m'] exits with return code = -9
+""", ["sigkill"], 1, {"exitcode": -9, "signal": "SIGKILL"}),
+    # deepspeedai/DeepSpeedExamples#626: the same launcher line for a segfault
+    ("DeepSpeedExamples#626", """\
+[2023-07-10 04:09:43,963] [INFO] [logging.py:93:log_dist] [Rank 0] DeepSpeed info: version=0.8.3, git-hash=unknown, git-branch=unknown
+[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94984
+[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94985
+[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/home/user/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/user/clm/config/deepspeed_config.json'] exits with return code = -11
+""", ["segfault"], 1, {"exitcode": -11, "signal": "SIGSEGV"}),
+    # deepspeedai/DeepSpeed#4000: ... and for a bus error (/dev/shm)
+    ("DeepSpeed#4000", """\
+[2023-07-20 15:45:13,980] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3966
+[2023-07-20 15:45:13,981] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3967
+[2023-07-20 15:45:13,982] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=1', '--deepspeed', 'deepspeed.json', '--do_train'] exits with return code = -7
+""", ["sigbus"], 1, {"exitcode": -7, "signal": "SIGBUS"}),
+    # alibaba/Pai-Megatron-Patch#366: Megatron's NaN check in the backward pass ends the run
+    ("Pai-Megatron-Patch#366", """\
+AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3, node: node-7
+""", ["nan_grad_norm"], 1, {"rank": 11}),
+    # NVIDIA-NeMo/Speech#14348: the newer Megatron wording behind NeMo's launcher prefixes
+    ("NeMo#14348", """\
+i.pretrain/0 [default2]:[rank2]: RuntimeError: Rank 2, node node-01, device 2, iteration -1: Unexpected result nan (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')
+""", ["nan_grad_norm"], 1, {"rank": 2}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
@@ -517,6 +543,53 @@ Saving LoRA weights to 'out/finetune/lora-tiny-llama-1.1b/final/lit_model.pth.lo
 [2023-06-02 00:34:14,470] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt...
 [2023-06-02 00:34:14,493] [INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved ./output/deepspeed/checkpoint-1428/global_step1428/zero_pp_rank_0_mp_rank_00_model_states.pt.
 """, "deepspeed"),
+    # ShuaiLYU/REB#9 + cpphoo/STARTUP#3: Python's "Exception ignored in" from a DataLoader iterator's __del__
+    ("REB#9", f"""\
+ 99%|{BAR * 50}\u258a| 998/1000 [6:35:25<00:42, 21.13s/it]Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f62eb6ed630>
+Traceback (most recent call last):
+  File "/home/user/anaconda3/envs/reb/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1466, in __del__
+    self._shutdown_workers()
+  File "/home/user/anaconda3/envs/reb/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1449, in _shutdown_workers
+    if w.is_alive():
+  File "/home/user/anaconda3/envs/reb/lib/python3.10/multiprocessing/process.py", line 160, in is_alive
+    assert self._parent_pid == os.getpid(), 'can only test a child process'
+AssertionError: can only test a child process
+100%|{BAR * 51}| 1000/1000 [6:36:08<00:00, 21.14s/it]
+""", "other"),
+    # NVIDIA/physicsnemo#568 + mosaicml/composer#3266: a deprecation warning that names ERROR_HANDLING
+    ("physicsnemo#568", """\
+[rank0]:[W Utils.hpp:108] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarString)
+[rank1]:[W Utils.hpp:108] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarString)
+{'loss': 1.9102, 'grad_norm': 0.8125, 'learning_rate': 1.9e-05, 'epoch': 0.04}
+{'loss': 1.8517, 'grad_norm': 0.7734, 'learning_rate': 1.8e-05, 'epoch': 0.08}
+{'loss': 1.8233, 'grad_norm': 0.6992, 'learning_rate': 1.7e-05, 'epoch': 0.12}
+""", "hf-trainer"),
+    # JIA-Lab-research/LISA#18: the tokenizer's "indexing errors" warning between healthy training lines
+    ("LISA#18", """\
+Token indices sequence length is longer than the specified maximum sequence length for this model (564 > 512). Running this sequence through the model will result in indexing errors
+Token indices sequence length is longer than the specified maximum sequence length for this model (738 > 512). Running this sequence through the model will result in indexing errors
+Epoch: [0][  1/500]     Time 112.567 (124.016)  Loss 3.0156 (6.4026)    CeLoss 3.0156 (6.4026)  MaskLoss 1.4305 (1.5772)        MaskBCELoss 0.9352 (1.1417)
+Epoch: [0][  2/500]     Time 110.213 (117.114)  Loss 2.8841 (4.6433)    CeLoss 2.8841 (4.6433)  MaskLoss 1.3920 (1.4846)        MaskBCELoss 0.9011 (1.0214)
+""", "other"),
+    # hiyouga/LlamaFactory#1092: the same warning through transformers' logger, inside a tokenizer's bar
+    ("LlamaFactory#1092", f"""\
+10/02/2023 06:37:37 - INFO - llmtuner.tuner.core.loader - trainable params: 4194304 || all params: 7510167552 || trainable%: 0.0558
+Running tokenizer on dataset:  23%|{BAR * 23}\u258c      | 5036000/22188172 [09:52<46:14, 6182.04 examples/s][WARNING|tokenization_utils_base.py:3635] 2023-10-02 06:47:29,456 >> Token indices sequence length is longer than the specified maximum sequence length for this model (4391 > 4096). Running this sequence through the model will result in indexing errors
+""", "hf-trainer"),
+    # OpenRLHF/OpenRLHF#841 (start-up before its failure): DeepSpeed's INFO lines while building the engine
+    ("OpenRLHF#841-startup", """\
+[2025-03-07 23:55:15,357] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.3, git-hash=unknown, git-branch=unknown
+[2025-03-07 23:55:15,357] [INFO] [comm.py:677:init_distributed] Distributed backend already initialized
+[2025-03-07 23:55:15,357] [INFO] [config.py:733:__init__] Config mesh_device None world_size = 1
+[2025-03-07 23:55:16,871] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed Flops Profiler Enabled: False
+[2025-03-07 23:55:16,874] [INFO] [logging.py:128:log_dist] [Rank 0] Using client Optimizer as basic optimizer
+[2025-03-07 23:55:16,874] [INFO] [logging.py:128:log_dist] [Rank 0] Removing param_group that has no 'params' in the basic Optimizer
+[2025-03-07 23:55:16,883] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed Basic Optimizer = DeepSpeedCPUAdam
+[2025-03-07 23:55:16,883] [INFO] [utils.py:59:is_zero_supported_optimizer] Checking ZeRO support for optimizer=DeepSpeedCPUAdam type=<class 'deepspeed.ops.adam.cpu_adam.DeepSpeedCPUAdam'>
+[2025-03-07 23:55:16,883] [INFO] [logging.py:128:log_dist] [Rank 0] Creating torch.bfloat16 ZeRO stage 2 optimizer
+[2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:149:__init__] Reduce bucket size 500000000
+[2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:150:__init__] Allgather bucket size 500000000
+""", "deepspeed"),
 ]
 
 
@@ -528,8 +601,9 @@ def _run(tmp_path, text: str) -> tuple[int, dict]:
 
 
 def _facts(doc: dict) -> dict:
-    """Every fact the document states: its own facts, then those of its findings (first one wins)."""
-    out: dict = {}
+    """Every fact the document states: its own facts, then those of its findings (first one wins); ``rank`` is
+    the rank of the top root cause."""
+    out: dict = {"rank": doc["root_causes"][0]["rank"]} if doc["root_causes"] else {}
     for f in doc["findings"]:
         for k, v in f["facts"].items():
             out.setdefault(k, v)
