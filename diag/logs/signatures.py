@@ -384,6 +384,13 @@ def _launcher_exit(m: re.Match[str], msg: str):
     return kind, f
 
 
+def _exit_status_signal(m: re.Match[str], msg: str):
+    """A shell-style exit status of 128+N: the process died of signal N ("exit code 137" is SIGKILL)."""
+    code = int(m["code"])
+    kind = SIGNAL_KIND.get(code - 128)
+    return (kind, {"exitcode": code, "signal": SIGNALS[code - 128]}) if kind else None
+
+
 def _killed(m: re.Match[str], msg: str):
     """A shell's bare ``Killed`` (the process got SIGKILL), alone or glued to a progress bar."""
     f: dict = {"signal": "SIGKILL", "exitcode": -9}
@@ -521,6 +528,10 @@ RULES: list[Rule] = [
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    # "exit code 137" (an IDE, kubectl exec), "exitCode: 137" / "Exit Code:    137" (a pod's state), "exited
+    # with code 139" (docker): 128 + the signal
+    Rule("exit code", R(r"(?i:exit(?:ed with)? ?(?:code|status))[:=]?\s*(?P<code>13[4579])\b"), _exit_status_signal,
+         ("exit status", "exitCode", "Exit Code", "exited with code")),
     Rule("died with <Signals", R(r"died with <Signals\.SIG\w+: (?P<num>\d+)>"), _launcher_exit),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),

@@ -383,6 +383,43 @@ AssertionError: Rank 11: found NaN in local grad norm in backward pass before da
     ("NeMo#14348", """\
 i.pretrain/0 [default2]:[rank2]: RuntimeError: Rank 2, node node-01, device 2, iteration -1: Unexpected result nan (message='found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective')
 """, ["nan_grad_norm"], 1, {"rank": 2}),
+    # resistzzz/Prompt4NR#3: mp.spawn reports a SIGKILLed process; Python's semaphore warning follows
+    ("Prompt4NR#3", """\
+Traceback (most recent call last):
+  File "main-multigpu.py", line 422, in <module>
+    join=True)
+  File "/home/user/miniconda3/envs/torch/lib/python3.7/site-packages/torch/multiprocessing/spawn.py", line 146, in join
+    signal_name=name
+torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL
+/home/user/miniconda3/envs/torch/lib/python3.7/multiprocessing/semaphore_tracker.py:144: UserWarning: semaphore_tracker: There appear to be 15 leaked semaphores to clean up at shutdown
+  len(cache))
+""", ["sigkill"], 1, {"signal": "SIGKILL", "exitcode": -9}),
+    # zhanghang1989/PyTorch-Encoding#324: the PyTorch 1.4 wording of the same, a bare "Exception:"
+    ("PyTorch-Encoding#324", """\
+  File "/home/user/anaconda3/envs/enc/lib/python3.6/site-packages/torch/multiprocessing/spawn.py", line 107, in join
+    (error_index, name)
+Exception: process 0 terminated with signal SIGKILL
+""", ["sigkill"], 1, {"signal": "SIGKILL"}),
+    # davidsandberg/facenet#236: an IDE's report of the process's end
+    ("facenet#236", """\
+Running training
+Process finished with exit code 137 (interrupted by signal 9: SIGKILL)
+""", ["sigkill"], 1, {"signal": "SIGKILL"}),
+    # jupyter/docker-stacks#736: kubectl exec's report of a container killed with 137
+    ("docker-stacks#736", """\
+notebook-847ff4564c-gqvn6   1/1       Running   3          3h
+command terminated with exit code 137
+""", ["sigkill"], 1, {"exitcode": 137}),
+    # kserve/kserve#2290: a container's last state in `kubectl get pod -o yaml`, terminated by the OOM killer
+    ("kserve#2290", """\
+    lastState:
+      terminated:
+        containerID: containerd://9a1f0c
+        exitCode: 137
+        finishedAt: "2022-07-30T13:42:31Z"
+        reason: OOMKilled
+        startedAt: "2022-07-30T13:42:14Z"
+""", ["host_oom_kill", "sigkill"], 1, {"exitcode": 137}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
@@ -590,6 +627,25 @@ Running tokenizer on dataset:  23%|{BAR * 23}\u258c      | 5036000/22188172 [09:
 [2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:149:__init__] Reduce bucket size 500000000
 [2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:150:__init__] Allgather bucket size 500000000
 """, "deepspeed"),
+    # hpcaitech/ColossalAI#6202 + pytorch/pytorch#126275: the warnings of a run that ended without destroying its
+    # process group (the agent then stops the other workers of a finished job)
+    ("ColossalAI#6202", f"""\
+Processed prompts: 100%|{BAR * 52}| 1/1 [00:00<00:00,  5.91it/s, est. speed input: 218.76 toks/s, output: 88.68 toks/s]
+[rank0]:[W219 09:17:03.293812312 ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure that any pending NCCL operations have finished in this process. In rare cases this process can exit before this point and block the progress of another member of the process group. This constraint has always been present,  but this warning has only been added since PyTorch 2.4 (function operator())
+[rank1]:[W730 15:32:14.298860965 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())
+""", "other"),
+    # microsoft/huggingface-transformers#7: per-step speed dicts and tqdm redraws of the HF Trainer
+    ("hf-transformers-ms#7", f"""\
+ 98%|{BAR * 9}\u258a| 2086/2120 [26:01<00:22,  1.49it/s]
+ 98%|{BAR * 9}\u258a| 2087/2120 [26:02<00:22,  1.48it/s]
+                                                   
+{{'train_step_runtime': 0.641, 'train_step_samples_per_second': 56.162, 'epoch': 0.98}}
+
+ 98%|{BAR * 9}\u258a| 2087/2120 [26:02<00:22,  1.48it/s]
+ 98%|{BAR * 9}\u258a| 2088/2120 [26:03<00:21,  1.47it/s]
+                                                   
+{{'train_step_runtime': 0.6355, 'train_step_samples_per_second': 56.652, 'epoch': 0.98}}
+""", "hf-trainer"),
 ]
 
 
