@@ -407,6 +407,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             f["message"] += "; the loss scale reached its minimum and the run was ended"
         out.append(f)
     exc = by.pop("exception", [])
+    cancels = by.pop("slurm_cancel_plain", [])
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
@@ -451,6 +452,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
             if len(per_rank) > 1:
                 errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
+    if cancels and not any(f["severity"] == ERROR for f in out):
+        # Slurm cancelled the job and nothing else failed: scancel (or a reason the excerpt lacks); after
+        # another error the same line is srun ending the step, an echo of that error
+        f = _base("slurm_cancelled", cancels[0])
+        f["message"] = f"Slurm cancelled job {f['facts'].get('slurm_job_id')} at {f['facts'].get('cancelled_at')}"
+        f["cause"] = "the job was cancelled (scancel by a user or an administrator) before it finished"
+        out.append(f)
     return out
 
 

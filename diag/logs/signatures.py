@@ -391,6 +391,24 @@ def _exit_status_signal(m: re.Match[str], msg: str):
     return (kind, {"exitcode": code, "signal": SIGNALS[code - 128]}) if kind else None
 
 
+_SHELL_SIGNAL = {"Aborted": 6, "Bus error": 7, "Segmentation fault": 11}
+
+
+def _shell_signal(m: re.Match[str], msg: str):
+    """A shell's job report: "script.sh: line 184: 2324239 Aborted    (core dumped) litgpt pretrain ..."."""
+    num = _SHELL_SIGNAL[m["what"]]
+    return SIGNAL_KIND[num], {"signal": SIGNALS[num], "exitcode": -num, "pid": int(m["pid"])}
+
+
+def _slurm_cancel(m: re.Match[str], msg: str):
+    """``*** JOB N ON node CANCELLED AT ts ***`` without a reason: scancel, or srun ending a step after a task
+    failed (then an echo; the diagnosis decides)."""
+    f: dict = {"slurm_job_id": _int(m["job"]), "cancelled_at": m["at"], "reason": "cancelled"}
+    if m["node"]:
+        f["node"] = m["node"]
+    return "slurm_cancel_plain", f
+
+
 def _killed(m: re.Match[str], msg: str):
     """A shell's bare ``Killed`` (the process got SIGKILL), alone or glued to a progress bar."""
     f: dict = {"signal": "SIGKILL", "exitcode": -9}
@@ -533,6 +551,10 @@ RULES: list[Rule] = [
     Rule("exit code", R(r"(?i:exit(?:ed with)? ?(?:code|status))[:=]?\s*(?P<code>13[4579])\b"), _exit_status_signal,
          ("exit status", "exitCode", "Exit Code", "exited with code")),
     Rule("died with <Signals", R(r"died with <Signals\.SIG\w+: (?P<num>\d+)>"), _launcher_exit),
+    Rule("CANCELLED AT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) \*\*\*"),
+         _slurm_cancel),
+    Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
+         ("Bus error", "Segmentation fault")),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),

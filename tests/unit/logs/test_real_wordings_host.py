@@ -420,6 +420,53 @@ command terminated with exit code 137
         reason: OOMKilled
         startedAt: "2022-07-30T13:42:14Z"
 """, ["host_oom_kill", "sigkill"], 1, {"exitcode": 137}),
+    # ArjunaCluster/ArjunaUsers#48: srun reports the task the cgroup killed
+    ("ArjunaUsers#48", """\
+srun: error: c002: task 0: Killed
+srun: Force Terminated StepId=120.0
+""", ["sigkill"], 1, {"signal": "SIGKILL"}),
+    # MIC-DKFZ/HD-BET#67: a container's 64 MiB /dev/shm; the process dies after its bar finished
+    ("HD-BET#67", f"""\
+Predicting hdbet-out_bet.nii.gz:
+perform_everything_on_device: False
+100%|{BAR * 45}| 12/12 [04:57<00:00, 24.79s/it]
+sending off prediction to background worker for resampling and export
+done with hdbet-out_bet.nii.gz
+Bus error (core dumped)
+""", ["sigbus"], 1, {"signal": "SIGBUS"}),
+    # Lightning-AI/pytorch-lightning#20434: a job script's shell reports each aborted rank with its pid
+    ("lightning#20434", """\
+/data/user/pretraining/./pretrain_then_finetune.sh: line 184: 2324239 Aborted                 (core dumped) litgpt pretrain $model_name --resume "${checkpoint_dir}/step${step}/lit_model.pth" --data FineWebDataset --train.micro_batch_size $micro_batch_size
+/data/user/pretraining/./pretrain_then_finetune.sh: line 184: 2324238 Aborted                 (core dumped) litgpt pretrain $model_name --resume "${checkpoint_dir}/step${step}/lit_model.pth" --data FineWebDataset --train.micro_batch_size $micro_batch_size
+""", ["sigabrt"], 1, {"signal": "SIGABRT", "pid": 2324239}),
+    # dxli94/WLASL#15: two workers hit the shm limit while the epoch lines go on, then the loader's traceback
+    ("WLASL#15", """\
+Epoch 1 train Loc Loss: 0.0019 Cls Loss: 0.0009 Tot Loss: 0.0014 Accu :0.8119
+Epoch 1 train Loc Loss: 0.0014 Cls Loss: 0.0006 Tot Loss: 0.0010 Accu :0.8121
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 511, in _try_get_batch
+    data = self.data_queue.get(timeout=timeout)
+  File "/usr/local/lib/python3.6/site-packages/torch/utils/data/_utils/signal_handling.py", line 63, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.
+""", ["dataloader_worker_killed"], 1, {"pid": 325}),
+    # qiskit-community/spank-plugins#17: the job's output after `scancel` (no reason: a person cancelled it)
+    ("spank-plugins#17", """\
+srun: got SIGCONT
+srun: Job step aborted: Waiting up to 32 seconds for job step to finish.
+slurmstepd: error: *** STEP 3.0 ON c1 CANCELLED AT 2025-02-13T15:47:35 ***
+slurmstepd: error: *** JOB 3 ON c1 CANCELLED AT 2025-02-13T15:47:35 ***
+srun: forcing job termination
+""", ["slurm_cancelled"], 1, {"slurm_job_id": "3.0", "reason": "cancelled"}),
+    # lyulyul/shine-cluster#4: a step cancelled when the login session that ran srun closed
+    ("shine-cluster#4", """\
+2021-02-13 16:36:02.026301
+2021-02-13 16:36:03.027407
+slurmstepd-localhost: error: *** STEP 204.0 ON localhost CANCELLED AT 2021-02-13T16:38:01 ***
+2021-02-13 16:36:04.028471
+""", ["slurm_cancelled"], 1, {"cancelled_at": "2021-02-13T16:38:01"}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
