@@ -136,17 +136,19 @@ WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899506 clo
 WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899507 closing signal SIGTERM
 ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 4 (pid: 899509) of binary: /home/user/miniconda3/envs/ft/bin/python
 """, ["sigkill"], 1, {"exitcode": -9, "pid": 899509, "failed_local_rank": 4}),
-    # OpenBMB/MiniCPM-V#770: glog-prefixed agent line, then the launcher's own traceback
-    ("MiniCPM-V#770", """\
-E0121 10:22:41.312000 1301 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -9) local_rank: 0 (pid: 1322) of binary: /root/miniconda3/bin/python
+    # lmzpai/roboMamba#10: glog-prefixed agent line, then the launcher's own traceback
+    ("roboMamba#10", """\
+E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python
 Traceback (most recent call last):
   File "/root/miniconda3/bin/torchrun", line 8, in <module>
     sys.exit(main())
-  File "/root/miniconda3/lib/python3.10/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 347, in wrapper
+             ^^^^^^
+  File "/root/miniconda3/lib/python3.12/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 355, in wrapper
     return f(*args, **kwargs)
-  File "/root/miniconda3/lib/python3.10/site-packages/torch/distributed/run.py", line 879, in main
+           ^^^^^^^^^^^^^^^^^^
+  File "/root/miniconda3/lib/python3.12/site-packages/torch/distributed/run.py", line 919, in main
     run(args)
-""", ["sigkill"], 1, {"exitcode": -9, "pid": 1322}),
+""", ["sigkill"], 1, {"exitcode": -9, "pid": 2630, "failed_local_rank": 5}),
     # pytorch/pytorch#139028: a rank raised (exit code 1); the table names rank 3
     ("pytorch#139028", """\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
@@ -221,7 +223,8 @@ Traceback (most recent call last):
     zip_file.write_record(name, storage.data_ptr(), num_bytes)
 RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/3: file write failed
 """, ["disk_full"], 1, {}),
-    # ymcui/Chinese-LLaMA-Alpaca#534: fp16 loss scale falls to its minimum and DeepSpeed ends the run
+    # ymcui/Chinese-LLaMA-Alpaca#534: fp16 loss scale falls to its minimum and DeepSpeed ends the run (the issue
+    # quotes the OVERFLOW lines and the final Exception; the traceback frames between them are abridged)
     ("Chinese-LLaMA-Alpaca#534", f"""\
  14%|{BAR}\u258d        | 381/2724 [14:04:45<85:52:52, 131.96s/it][2023-06-07 22:22:34,914] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 8, reducing to 4
 
@@ -318,7 +321,8 @@ Traceback (most recent call last):
     fp.close()
 OSError: [Errno 122] Disk quota exceeded
 """, ["disk_full"], 1, {"errno": 122}),
-    # QwenLM/Qwen3-Coder#174: a platform's timestamp before every line, a rank's OOM, the agent's table
+    # QwenLM/Qwen3-Coder#174: a platform's timestamp before every line, a rank's OOM, the agent's table (the issue
+    # quotes the table from its "time" row; its two header rows are torchrun's, behind the same prefix)
     ("Qwen3-Coder#174", """\
 2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. GPU 3 has a total capacity of 79.10 GiB of which 98.00 MiB is free. Process 387746 has 78.89 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch, and 765.81 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)
 2024-11-20 14:37:16 DEBUG:filelock:Attempting to acquire lock 140341412642880 on /root/.triton/autotune/Fp16Matmul_2d_kernel.pickle.lock
@@ -377,7 +381,7 @@ epoch: 3453 loss: nan
 """, ["sigbus"], 1, {"exitcode": -7, "signal": "SIGBUS"}),
     # alibaba/Pai-Megatron-Patch#366: Megatron's NaN check in the backward pass ends the run
     ("Pai-Megatron-Patch#366", """\
-AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3, node: node-7
+AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3
 """, ["nan_grad_norm"], 1, {"rank": 11}),
     # NVIDIA-NeMo/Speech#14348: the newer Megatron wording behind NeMo's launcher prefixes
     ("NeMo#14348", """\
@@ -410,16 +414,14 @@ Process finished with exit code 137 (interrupted by signal 9: SIGKILL)
 notebook-847ff4564c-gqvn6   1/1       Running   3          3h
 command terminated with exit code 137
 """, ["sigkill"], 1, {"exitcode": 137}),
-    # kserve/kserve#2290: a container's last state in `kubectl get pod -o yaml`, terminated by the OOM killer
+    # kserve/kserve#2290: a model server's status after its container was killed with 137 (memory limit)
     ("kserve#2290", """\
-    lastState:
-      terminated:
-        containerID: containerd://9a1f0c
+bert-v2-predictor-default-00003-deployment-7d97bb994c-mvllp     0/2     CrashLoopBackOff   6          10m
+      lastFailureInfo:
         exitCode: 137
-        finishedAt: "2022-07-30T13:42:31Z"
-        reason: OOMKilled
-        startedAt: "2022-07-30T13:42:14Z"
-""", ["host_oom_kill", "sigkill"], 1, {"exitcode": 137}),
+        message: |
+          ow.cc:1876] TRITONBACKEND_Initialize: tensorflow
+""", ["sigkill"], 1, {"exitcode": 137}),
     # ArjunaCluster/ArjunaUsers#48: srun reports the task the cgroup killed
     ("ArjunaUsers#48", """\
 srun: error: c002: task 0: Killed
@@ -572,6 +574,7 @@ node-b:2744870:2745046 [0] NCCL INFO Channel 00/32 :    0
 node-b:2744870:2745046 [0] NCCL INFO Channel 01/32 :    0
 """, "other"),
     # bmaltais/kohya_ss#2481 + FartyPants/Training_PRO#14: the use_reentrant UserWarning inside a healthy run
+    # (the first dict is from hiyouga/LlamaFactory#1223, the next two repeat its format)
     ("kohya_ss#2481", """\
 /home/user/venv/lib/python3.10/site-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in use_reentrant=True or use_reentrant=False explicitly. The default value of use_reentrant will be updated to be False in the future. To maintain current behavior, pass use_reentrant=True. It is recommended that you use use_reentrant=False. Refer to docs for more details on the differences between the two variants.
   warnings.warn(
@@ -640,7 +643,8 @@ Traceback (most recent call last):
 AssertionError: can only test a child process
 100%|{BAR * 51}| 1000/1000 [6:36:08<00:00, 21.14s/it]
 """, "other"),
-    # NVIDIA/physicsnemo#568 + mosaicml/composer#3266: a deprecation warning that names ERROR_HANDLING
+    # NVIDIA/physicsnemo#568 + mosaicml/composer#3266: a deprecation warning that names ERROR_HANDLING (the
+    # Trainer dict lines after it are in their real format, values made up)
     ("physicsnemo#568", """\
 [rank0]:[W Utils.hpp:108] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarString)
 [rank1]:[W Utils.hpp:108] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarString)
@@ -648,7 +652,8 @@ AssertionError: can only test a child process
 {'loss': 1.8517, 'grad_norm': 0.7734, 'learning_rate': 1.8e-05, 'epoch': 0.08}
 {'loss': 1.8233, 'grad_norm': 0.6992, 'learning_rate': 1.7e-05, 'epoch': 0.12}
 """, "hf-trainer"),
-    # JIA-Lab-research/LISA#18: the tokenizer's "indexing errors" warning between healthy training lines
+    # JIA-Lab-research/LISA#18: the tokenizer's "indexing errors" warning between healthy training lines (the
+    # second Epoch line repeats the first one's format)
     ("LISA#18", """\
 Token indices sequence length is longer than the specified maximum sequence length for this model (564 > 512). Running this sequence through the model will result in indexing errors
 Token indices sequence length is longer than the specified maximum sequence length for this model (738 > 512). Running this sequence through the model will result in indexing errors
@@ -674,8 +679,8 @@ Running tokenizer on dataset:  23%|{BAR * 23}\u258c      | 5036000/22188172 [09:
 [2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:149:__init__] Reduce bucket size 500000000
 [2025-03-07 23:55:16,883] [INFO] [stage_1_and_2.py:150:__init__] Allgather bucket size 500000000
 """, "deepspeed"),
-    # hpcaitech/ColossalAI#6202 + pytorch/pytorch#126275: the warnings of a run that ended without destroying its
-    # process group (the agent then stops the other workers of a finished job)
+    # unslothai/unsloth#1959 (bar, rank0 line) + anhvth/opensloth#17 (rank1 line), the wording also in
+    # hpcaitech/ColossalAI#6202: the warnings of a run that ended without destroying its process group
     ("ColossalAI#6202", f"""\
 Processed prompts: 100%|{BAR * 52}| 1/1 [00:00<00:00,  5.91it/s, est. speed input: 218.76 toks/s, output: 88.68 toks/s]
 [rank0]:[W219 09:17:03.293812312 ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure that any pending NCCL operations have finished in this process. In rare cases this process can exit before this point and block the progress of another member of the process group. This constraint has always been present,  but this warning has only been added since PyTorch 2.4 (function operator())
@@ -693,6 +698,35 @@ Processed prompts: 100%|{BAR * 52}| 1/1 [00:00<00:00,  5.91it/s, est. speed inpu
                                                    
 {{'train_step_runtime': 0.6355, 'train_step_samples_per_second': 56.652, 'epoch': 0.98}}
 """, "hf-trainer"),
+    # pytorch/pytorch#77523: the c10d store's IPv6 warnings on a host without IPv6; the rendezvous completes
+    ("pytorch#77523", """\
+INFO:torch.distributed.elastic.agent.server.local_elastic_agent:log directory set to: /tmp/torchelastic_xegnwjw8/none_ykcxxa_v
+INFO:torch.distributed.elastic.agent.server.api:[default] starting workers for entrypoint: python
+INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group
+[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:7010 (errno: 97 - Address family not supported by protocol).
+[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [node-0475]:7010 (errno: 97 - Address family not supported by protocol).
+INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:
+  entrypoint       : distrib.py
+  min_nodes        : 2
+  max_nodes        : 2
+  nproc_per_node   : 4
+  run_id           : none
+  rdzv_backend     : static
+  rdzv_endpoint    : 10.13.27.125:7010
+  rdzv_configs     : {'rank': 1, 'timeout': 900}
+  max_restarts     : 0
+  monitor_interval : 5
+  log_dir          : None
+  metrics_cfg      : {}
+
+[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [node-0475]:7010 (errno: 97 - Address family not supported by protocol).
+INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:
+  restart_count=0
+""", "torchrun"),
+    # pytorch/PiPPy#158: a client's first connect attempt fails with errno 99 and is retried (the CI runs passed)
+    ("PiPPy#158", """\
+[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).
+""", "torchrun"),
 ]
 
 
