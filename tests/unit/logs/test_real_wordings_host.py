@@ -469,6 +469,42 @@ srun: forcing job termination
 slurmstepd-localhost: error: *** STEP 204.0 ON localhost CANCELLED AT 2021-02-13T16:38:01 ***
 2021-02-13 16:36:04.028471
 """, ["slurm_cancelled"], 1, {"cancelled_at": "2021-02-13T16:38:01"}),
+    # dhcode-cpp/X-R1#21: one rank's exception behind its prefix, wandb's goodbye, the agent stops the others and
+    # reports the failed local rank (exit code 1); the excerpt ends inside accelerate's own traceback
+    ("X-R1#21", """\
+[rank2]: RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:2! (when checking argument for argument tensors in method wrapper_CUDA_cat)
+wandb: 
+wandb: View run output/X-R1-1.5B at: https://wandb.ai/team/huggingface/runs/89ccwwos
+wandb: Find logs at: wandb/run-20250217_111613-89ccwwos/logs
+W0217 11:16:21.705000 29355 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 29650 closing signal SIGTERM
+W0217 11:16:21.708000 29355 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 29652 closing signal SIGTERM
+E0217 11:16:24.683000 29355 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 29651) of binary: /usr/bin/python3.11
+Traceback (most recent call last):
+  File "/usr/local/bin/accelerate", line 8, in <module>
+    sys.exit(main())
+             ^^^^^^
+  File "/usr/local/lib/python3.11/dist-packages/accelerate/commands/launch.py", line 845, in deepspeed_launcher
+    distrib_run.run(args)
+""", ["python_exception"], 1, {"rank": 2}),
+    # NotACracker/COTR#15: torch.distributed.launch's summary names rank 1, which raised (exit code 1)
+    ("COTR#15", """\
+  File "/opt/conda/envs/cotr/lib/python3.8/site-packages/torch/distributed/launcher/api.py", line 259, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+tools/train_occ.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-07-05_11:44:10
+  host      : 841d68780d16
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 49992)
+  error_file: <N/A>
+""", ["child_failed"], 1, {"first_failing_rank": 1, "exitcode": 1}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
