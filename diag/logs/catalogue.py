@@ -194,15 +194,26 @@ ENTRIES: tuple[Entry, ...] = (
        "task_memcg=/user.slice,task=python3,pid=38127,uid=0",
        "[Mon Jan  8 10:00:01 2024] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0",
        "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.",
-       "      Reason:       OOMKilled"),
+       "      Reason:       OOMKilled",
+       "slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed",
+       "srun: error: node-3: task 0: Out Of Memory",
+       "Dec 18 19:34:56 gpu-1 systemd-oomd[840]: Killed /user.slice/user-1001.slice/user@1001.service/app.slice/"
+       "train.scope due to memory pressure for /user.slice/user-1001.slice/user@1001.service being 51.07% > 50.00% "
+       "for > 20s with reclaim activity"),
       patterns=(r"Out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)"
                 r"(?:.*?anon-rss:(?P<anon_rss_kb>\d+) ?kB)?",
                 r"oom-kill:constraint=(?P<oom_constraint>\w+).*?task=(?P<process>[^,\s]+),pid=(?P<killed_pid>\d+)",
                 r"invoked oom-killer",
                 r"Memory cgroup out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)",
                 r"Detected (?P<oom_kill_events>\d+) oom[-_]kill events?",
-                r"\bOOMKilled\b"),
-      keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled")),
+                r"\bOOMKilled\b",
+                # Slurm's own memory enforcement (jobacct_gather) and srun's report of an OOM-killed task
+                r"exceeded memory limit \((?P<mem_used_kb>\d+) > (?P<mem_limit_kb>\d+)\), being killed",
+                r"tasks? [\d,-]+: Out Of Memory",
+                # the userspace OOM killer, systemd-oomd (its syslog prefix may be gone)
+                r"Killed (?P<cgroup>/\S+) due to memory pressure"),
+      keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled", "exceeded memory limit",
+                "Out Of Memory", "due to memory pressure")),
     E("pod_evicted", ERROR, "pod-evicted",
       "Kubernetes evicted the pod: its node ran short of memory or disk and the kubelet stopped the containers",
       ("the node's memory ran low (MemoryPressure): this pod or a neighbour used more than its request",

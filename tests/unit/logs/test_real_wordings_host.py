@@ -505,6 +505,32 @@ Root Cause (first observed failure):
   exitcode  : 1 (pid: 49992)
   error_file: <N/A>
 """, ["child_failed"], 1, {"first_failing_rank": 1, "exitcode": 1}),
+    # jmonlong/PopSV#7: Slurm's own memory enforcement (before cgroup OOM events were reported)
+    ("PopSV#7", """\
+slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed
+slurmstepd: error: Exceeded job memory limit
+slurmstepd: error: *** JOB 42664148 ON cn3152 CANCELLED AT 2017-06-06T00:11:58 ***
+""", ["host_oom_kill"], 1, {"mem_used_kb": 10889240, "mem_limit_kb": 4194304}),
+    # openbabel/openbabel#2658: the same for a step, then srun reports the killed task
+    ("openbabel#2658", """\
+slurmstepd-falkor7: error: Step 1141810.0 exceeded memory limit (52917772 > 20971520), being killed
+srun: Exceeded job memory limit
+slurmstepd-falkor7: error: *** STEP 1141810.0 ON falkor7 CANCELLED AT 2023-12-13T08:58:22 ***
+srun: Job step aborted: Waiting up to 32 seconds for job step to finish.
+srun: error: falkor7: task 0: Killed
+""", ["host_oom_kill", "sigkill"], 1, {"mem_limit_kb": 20971520}),
+    # pepkit/geofetch#13: srun says the task ran out of memory; the stepd line is its usual companion
+    ("geofetch#13", """\
+slurmstepd: error: Exceeded job memory limit at some point.
+srun: error: udc-ba26-19: task 0: Out Of Memory
+srun: Terminating job step 2750598.0
+slurmstepd: error: Exceeded job memory limit at some point.
+""", ["host_oom_kill"], 1, {}),
+    # systemd/systemd#23606: systemd-oomd kills a terminal's scope (and the training in it) under memory pressure
+    ("systemd#23606", """\
+Dec 18 19:34:56 user-desktop systemd-oomd[840]: Killed /user.slice/user-1001.slice/user@1001.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-dbb4a75e-031f-480d-924b-5de5af7579d2.scope due to memory pressure for /user.slice/user-1001.slice/user@1001.service being 51.07% > 50.00% for > 20s with reclaim activity
+Dec 18 19:34:56 user-desktop systemd[1837]: vte-spawn-dbb4a75e-031f-480d-924b-5de5af7579d2.scope: systemd-oomd killed 12 process(es) in this unit.
+""", ["host_oom_kill"], 1, {}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
@@ -763,6 +789,13 @@ INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete fo
     ("PiPPy#158", """\
 [W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign requested address).
 """, "torchrun"),
+    # chaos/slurm#54: Slurm's "at some point" memory note on a job that finished (a warning, not a kill)
+    ("chaos-slurm#54", """\
+51200+0 records in
+51200+0 records out
+52428800 bytes (52 MB) copied, 0.459204 s, 114 MB/s
+slurmstepd: Exceeded step memory limit at some point.
+""", "other"),
 ]
 
 
