@@ -135,8 +135,8 @@ class LogAnalyzer:
         self._block: _ChildFailedBlock | None = None
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
-        #: "Exception ignored in: ..." lines whose exception has not come yet, per (file, rank)
-        self._ignored: dict[tuple[str, int | None], int] = {}
+        #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
+        self._ignored: dict[tuple[str, int | None], list[int]] = {}
         self._seen_keys: dict[int | None, set] = {}
         #: the largest key in each set of _seen_keys (max() over 4096 keys per batch was costly)
         self._seen_max: dict[int | None, int] = {}
@@ -291,12 +291,13 @@ class LogAnalyzer:
                 self._in_traceback[(file, rank)] = lineno
             if kind == "exception_ignored":
                 # Python printed an exception it ignored (a __del__ at shutdown): the next one is not an error
-                self._ignored[(file, rank)] = self._ignored.get((file, rank), 0) + 1
+                self._ignored.setdefault((file, rank), []).append(lineno)
                 continue
             if kind == "exception":
                 start = self._in_traceback.pop((file, rank), None)
-                if self._ignored.get((file, rank)):
-                    self._ignored[(file, rank)] -= 1
+                pending = [n for n in self._ignored.get((file, rank), ()) if lineno - n <= _IGNORED_SPAN]
+                if pending:  # the exception of an "Exception ignored in" report (its traceback is short)
+                    self._ignored[(file, rank)] = pending[1:]
                     continue
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
@@ -560,6 +561,8 @@ _HEAD = re.compile(r"\d+")
 
 #: pieces of one terminal-wrapped line joined at most
 MAX_WRAPPED = 16
+#: lines between "Exception ignored in" and the exception that ends its traceback, at most
+_IGNORED_SPAN = 60
 #: how much of a file's head teaches its per-line prefixes
 PRIME_BYTES = 64 << 10
 PRIME_LINES = 400

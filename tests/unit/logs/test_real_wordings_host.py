@@ -796,6 +796,24 @@ INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete fo
 52428800 bytes (52 MB) copied, 0.459204 s, 114 MB/s
 slurmstepd: Exceeded step memory limit at some point.
 """, "other"),
+    # karpathy/nanoGPT#635: nanoGPT's start-up with a FutureWarning and an inductor warning
+    ("nanoGPT#635", """\
+train.py:196: FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead.
+  scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
+num decayed parameter tensors: 26, with 10,755,456 parameters
+num non-decayed parameter tensors: 13, with 4,992 parameters
+using fused AdamW: True
+compiling the model... (takes a ~minute)
+W0903 20:13:19.043000 55763 torch/_inductor/utils.py:1436] [0/0] Not enough SMs to use max_autotune_gemm mode
+""", "other"),
+    # FartyPants/Training_PRO#19 ("Error message when using Training Pro"): a FutureWarning repeated while
+    # training continues
+    ("Training_PRO#19", """\
+N:\\AI_Tools\\oobabooga\\installer_files\\env\\Lib\\site-packages\\torch\\utils\\checkpoint.py:295: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.
+  with torch.enable_grad(), device_autocast_ctx, torch.cpu.amp.autocast(**ctx.cpu_autocast_kwargs):  # type: ignore[attr-defined]
+N:\\AI_Tools\\oobabooga\\installer_files\\env\\Lib\\site-packages\\torch\\utils\\checkpoint.py:295: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.
+  with torch.enable_grad(), device_autocast_ctx, torch.cpu.amp.autocast(**ctx.cpu_autocast_kwargs):  # type: ignore[attr-defined]
+""", "other"),
 ]
 
 
@@ -834,3 +852,12 @@ def test_healthy_wording(tmp_path, source, text, framework):
     exit_code, doc = _run(tmp_path, text)
     assert [f["kind"] for f in doc["findings"]] == []
     assert exit_code == 0
+
+
+def test_an_ignored_exception_does_not_hide_a_later_one(tmp_path):
+    """"Exception ignored in" excuses only the exception that ends its own traceback, not one much later."""
+    ignored = next(t for s, t, _ in HEALTHY if s == "REB#9")
+    later = next(c for c in FAILURES if c[0] == "DCPDN#12")
+    bars = "".join(f" 50%|{BAR * 5}     | {i}/1000 [01:00<01:00,  1.00it/s]\n" for i in range(100, 200))
+    exit_code, doc = _run(tmp_path, ignored + bars + later[1])
+    assert {f["kind"] for f in doc["findings"]} == {"dataloader_worker_killed"} and exit_code == 1
