@@ -814,6 +814,24 @@ N:\\AI_Tools\\oobabooga\\installer_files\\env\\Lib\\site-packages\\torch\\utils\
 N:\\AI_Tools\\oobabooga\\installer_files\\env\\Lib\\site-packages\\torch\\utils\\checkpoint.py:295: FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` instead.
   with torch.enable_grad(), device_autocast_ctx, torch.cpu.amp.autocast(**ctx.cpu_autocast_kwargs):  # type: ignore[attr-defined]
 """, "other"),
+    # LLaVA-VL/LLaVA-NeXT#247: the end of ZeRO-3's allocator warning, the user's own print, Trainer dicts and bars
+    ("LLaVA-NeXT#247", """\
+consider adding get_accelerator().empty_cache() calls in your training loop to ensure that all ranks flush their caches at the same time
+Cache cleared 
+{'loss': 1.0039, 'grad_norm': 4.742300987243652, 'learning_rate': 2.7891156462585034e-06, 'epoch': 0.01}
+  1%|\u258a                                                                                            | 41/4870 [04:27<8:45:34,  6.53s/it]
+Cache cleared 
+{'loss': 0.966, 'grad_norm': 4.477814197540283, 'learning_rate': 2.8571428571428573e-06, 'epoch': 0.01}
+  1%|\u258a                                                                                           | 42/4870 [08:04<18:14:03, 13.60s/it]
+""", "hf-trainer"),
+    # huggingface/peft#194: start-up warnings of a ZeRO-3 run and its "high memory pressure" allocator warnings
+    ("peft#194", """\
+/home/user/.conda/envs/peft/lib/python3.8/site-packages/torch/cuda/memory.py:282: FutureWarning: torch.cuda.reset_max_memory_allocated now calls torch.cuda.reset_peak_memory_stats, which resets /all/ peak memory stats.
+  warnings.warn(
+/home/user/.conda/envs/peft/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py:2387: UserWarning: torch.distributed._all_gather_base is a private function and will be deprecated. Please use torch.distributed.all_gather_into_tensor instead.
+  warnings.warn(
+[2023-03-20 20:38:19,874] [WARNING] [stage3.py:1939:step] 13 pytorch allocator cache flushes since last step. this happens when there is high memory pressure and is detrimental to performance. if this is happening frequently consider adjusting settings to reduce memory consumption. If you are unable to make the cache flushes go away consider adding torch.cuda.empty_cache() calls in your training loop to ensure that all ranks flush their caches at the same time
+""", "deepspeed"),
 ]
 
 
