@@ -531,6 +531,31 @@ slurmstepd: error: Exceeded job memory limit at some point.
 Dec 18 19:34:56 user-desktop systemd-oomd[840]: Killed /user.slice/user-1001.slice/user@1001.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-dbb4a75e-031f-480d-924b-5de5af7579d2.scope due to memory pressure for /user.slice/user-1001.slice/user@1001.service being 51.07% > 50.00% for > 20s with reclaim activity
 Dec 18 19:34:56 user-desktop systemd[1837]: vte-spawn-dbb4a75e-031f-480d-924b-5de5af7579d2.scope: systemd-oomd killed 12 process(es) in this unit.
 """, ["host_oom_kill"], 1, {}),
+    # Lvchangze/snn#6: Python's faulthandler output of a native crash, then the shell's line
+    ("snn#6", """\
+Build rated_dataset...
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007fd9b8151600 (most recent call first):
+File "/home/user/snn-main/snntorch/spikegen.py", line 362 in rate_conv
+File "/home/user/snn-main/snntorch/spikegen.py", line 120 in rate
+File "main.py", line 86 in build_rated_dataset
+File "main.py", line 343 in train
+Segmentation fault (core dumped)
+""", ["segfault"], 1, {"signal": "SIGSEGV"}),
+    # pytorch/pytorch#72086: the agent itself segfaults in its exit barrier (faulthandler, no shell line)
+    ("pytorch#72086", """\
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f4ebf9d3740 (most recent call first):
+  File "/home/user/.local/lib/python3.10/site-packages/torch/distributed/elastic/utils/store.py", line 31 in get_all
+  File "/home/user/.local/lib/python3.10/site-packages/torch/distributed/elastic/utils/store.py", line 53 in synchronize
+  File "/home/user/.local/lib/python3.10/site-packages/torch/distributed/elastic/agent/server/api.py", line 906 in _exit_barrier
+""", ["segfault"], 1, {"signal": "SIGSEGV"}),
+    # MhLiao/DB#94: a DataLoader worker's segfault is the worker's death, not a rank's
+    ("DB#94", """\
+RuntimeError: DataLoader worker (pid 25902) is killed by signal: Segmentation fault.
+""", ["dataloader_worker_killed"], 1, {"pid": 25902, "signal": "Segmentation fault"}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
