@@ -556,6 +556,13 @@ Current thread 0x00007f4ebf9d3740 (most recent call first):
     ("DB#94", """\
 RuntimeError: DataLoader worker (pid 25902) is killed by signal: Segmentation fault.
 """, ["dataloader_worker_killed"], 1, {"pid": 25902, "signal": "Segmentation fault"}),
+    # hmcts/cnp-flux-config#28772: `kubectl get pods` and `kubectl describe pod` of a container the OOM killer ended
+    ("cnp-flux-config#28772", """\
+NAME                                                 READY   STATUS      RESTARTS      AGE
+trainer-application-base-74464f6b98-2kj6g            0/1     OOMKilled   4 (57s ago)   2m40s
+    Last State:     Terminated
+      Reason:       OOMKilled
+""", ["host_oom_kill"], 1, {}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
