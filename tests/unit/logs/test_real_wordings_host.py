@@ -864,6 +864,24 @@ Cache cleared
   warnings.warn(
 [2023-03-20 20:38:19,874] [WARNING] [stage3.py:1939:step] 13 pytorch allocator cache flushes since last step. this happens when there is high memory pressure and is detrimental to performance. if this is happening frequently consider adjusting settings to reduce memory consumption. If you are unable to make the cache flushes go away consider adding torch.cuda.empty_cache() calls in your training loop to ensure that all ranks flush their caches at the same time
 """, "deepspeed"),
+    # uzh-rpg/RVT#40: Lightning's end of a finished run, with wandb's transient network retries on the bar
+    ("RVT#40", """\
+Epoch 2: : 17671it [1:05:34,  4.49it/s, loss=2.15, v_num=3hqp]wandb: Network error (TransientError), entering retry loop.
+Epoch 2: : 25832it [1:35:47,  4.49it/s, loss=2.23, v_num=3hqp]wandb: Network error (TransientError), entering retry loop.
+Epoch 2: : 115816it [7:02:37,  4.57it/s, loss=2.1, v_num=3hqp]Epoch 2, global step 400000: 'val/AP' was not in top 1
+`Trainer.fit` stopped: `max_steps=400000` reached.
+Epoch 2: : 115816it [7:03:13,  4.56it/s, loss=2.1, v_num=3hqp]
+wandb: Waiting for W&B process to finish... (success).
+""", "lightning"),
+    # bmaltais/kohya_ss#1735: accelerate launch's defaults warning before a run that trains fine
+    ("kohya_ss#1735", """\
+The following values were not passed to `accelerate launch` and had defaults used instead:
+        `--num_processes` was set to a value of `1`
+        `--num_machines` was set to a value of `1`
+        `--mixed_precision` was set to a value of `'no'`
+        `--dynamo_backend` was set to a value of `'no'`
+To avoid this warning pass in values for each of the problematic parameters or run `accelerate config`.
+""", "other"),
 ]
 
 
