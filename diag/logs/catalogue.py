@@ -348,18 +348,24 @@ ENTRIES: tuple[Entry, ...] = (
       ("divergence (learning rate too high)", "fp16 overflow", "a bad batch"),
       "restart from the last good checkpoint with a lower LR / clipping; inspect the batch",
       ("RuntimeError: Rank 5, node node-2, device 5, iteration 1200: Unexpected result nan (message='found NaN in "
-       "local forward loss calculation')",),
+       "local forward loss calculation')",
+       "Loss is nan, stopping training"),
       # Megatron-core's check of the forward loss (the older wording is an AssertionError "Rank N: found NaN ...")
-      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local forward loss",),
-      keywords=("in local forward loss",), fatal=False),
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local forward loss",
+                # DETR-style engines print the loss and exit: "Loss is nan, stopping training"
+                r"Loss is (?P<loss_value>[-+]?(?:nan|inf|NaN|Inf)), stopping training"),
+      keywords=("in local forward loss", "stopping training"), fatal=False),
     E("nan_grad_norm", ERROR, "nan-loss", "the gradient norm became NaN/Inf",
       ("a bad batch or divergence", "fp16 overflow (with fp16)"),
       "enable anomaly detection on the failing steps; inspect the batches",
       ("AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication "
-       "collective. Device: 3, node: node-7",),
+       "collective. Device: 3, node: node-7",
+       "RuntimeError: Function 'PowBackward1' returned nan values in its 1st output."),
       # Megatron-core checks the local grad norm before the data-parallel reduce and stops the run
-      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local grad norm",), keywords=("in local grad norm",),
-      fatal=False),
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local grad norm",
+                # autograd's anomaly mode stops at the first backward op that produced a NaN
+                r"Function '(?P<grad_fn>\w+)' returned nan values in its (?P<output_index>\d+)(?:st|nd|rd|th) output"),
+      keywords=("in local grad norm", "returned nan values"), fatal=False),
     E("zero_loss", ERROR, "zero-loss", "the loss is exactly zero (steps skipped or labels masked out)",
       ("all labels masked", "every step skipped"), "check the labels / loss mask and the skipped-step counters", (),
       fatal=False),

@@ -563,6 +563,31 @@ trainer-application-base-74464f6b98-2kj6g            0/1     OOMKilled   4 (57s 
     Last State:     Terminated
       Reason:       OOMKilled
 """, ["host_oom_kill"], 1, {}),
+    # Intellindust-AI-Lab/DEIM#96: a DETR-style engine prints the NaN loss and exits
+    ("DEIM#96", """\
+Loss is nan, stopping training
+""", ["nan_loss"], 1, {"loss_value": "nan"}),
+    # Dmmm1997/DenseUAV#7: autograd's anomaly mode names the backward op that produced the NaN
+    ("DenseUAV#7", """\
+[W python_anomaly_mode.cpp:104] Warning: Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:
+  File "train.py", line 370, in <module>
+    train_model(model, opt, optimizer_ft, exp_lr_scheduler,
+  File "/home/user/denseuav/losses/loss.py", line 128, in calc_kl_loss
+    softmax_output2 = F.softmax(outputs2 - max_output2, dim=1)
+ (function _print_stack)
+Traceback (most recent call last):
+  File "train.py", line 165, in train_model
+    scaler.scale(loss).backward()
+RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.
+""", ["nan_grad_norm"], 1, {"grad_fn": "SoftmaxBackward0"}),
+    # open-edge-platform/geti#907: mmdet's log lines once every loss term is nan (printed by two loggers; the first,
+    # finite line repeats their format)
+    ("geti#907", """\
+2022-02-09 20:28:31,962 - mmdet - INFO - Epoch [1][657/742]     lr: 5.000e-05, eta: 2:15:03, time: 0.401, data_time: 0.161, memory: 4127, loss_cls: 0.5812, loss_bbox: 0.4410, loss_centerness: 0.5903, loss: 1.6125
+2022-02-09 20:28:32,418 - mmdet - INFO - Epoch [1][658/742]     lr: 5.000e-05, eta: 2:15:01, time: 0.396, data_time: 0.159, memory: 4127, loss_cls: nan, loss_bbox: nan, loss_centerness: nan, loss: nan
+[ INFO ] Epoch [1][658/742]     lr: 5.000e-05, eta: 2:15:01, time: 0.396, data_time: 0.159, memory: 4127, loss_cls: nan, loss_bbox: nan, loss_centerness: nan, loss: nan
+2022-02-09 20:28:32,811 - mmdet - INFO - Epoch [1][659/742]     lr: 5.000e-05, eta: 2:15:02, time: 0.392, data_time: 0.159, memory: 4127, loss_cls: nan, loss_bbox: nan, loss_centerness: nan, loss: nan
+""", ["nan_loss"], 1, {}),
 ]
 
 #: (source, excerpt, framework): healthy progress; no finding, exit code 0
