@@ -56,7 +56,8 @@ class _ChildFailedBlock:
 
     def __init__(self, ev: Event):
         self.ev = ev
-        self.section = "failures"
+        # an excerpt may start at the Root Cause header itself (its lines behind a prefix the others lack)
+        self.section = "root" if ev.message.lstrip().startswith("Root Cause") else "failures"
         self.entries: list[dict] = []
         self.cur: dict | None = None
         self.done = False
@@ -134,6 +135,8 @@ class LogAnalyzer:
         self._block: _ChildFailedBlock | None = None
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
+        #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
+        self._ignored: dict[tuple[str, int | None], list[int]] = {}
         self._seen_keys: dict[int | None, set] = {}
         #: the largest key in each set of _seen_keys (max() over 4096 keys per batch was costly)
         self._seen_max: dict[int | None, int] = {}
@@ -276,6 +279,8 @@ class LogAnalyzer:
                     facts["pg"] = pg
             if kind == "overflow" and rank is None:
                 rank = facts.pop("rank", None)
+            if rank is None and isinstance(facts.get("rank"), int):  # "Rank 11: found NaN ..." names its rank
+                rank = facts.pop("rank")
             ev = Event(kind, file, lineno, msg.strip()[:500], rank, host, ts, facts)
             if kind == "child_failed":
                 if self._block is None:
@@ -284,8 +289,16 @@ class LogAnalyzer:
                 continue
             if kind == "traceback":
                 self._in_traceback[(file, rank)] = lineno
+            if kind == "exception_ignored":
+                # Python printed an exception it ignored (a __del__ at shutdown): the next one is not an error
+                self._ignored.setdefault((file, rank), []).append(lineno)
+                continue
             if kind == "exception":
                 start = self._in_traceback.pop((file, rank), None)
+                pending = [n for n in self._ignored.get((file, rank), ()) if lineno - n <= _IGNORED_SPAN]
+                if pending:  # the exception of an "Exception ignored in" report (its traceback is short)
+                    self._ignored[(file, rank)] = pending[1:]
+                    continue
                 ev.facts["has_traceback"] = start is not None
                 if start is not None:
                     ev.facts["traceback_line"] = start
@@ -548,6 +561,8 @@ _HEAD = re.compile(r"\d+")
 
 #: pieces of one terminal-wrapped line joined at most
 MAX_WRAPPED = 16
+#: lines between "Exception ignored in" and the exception that ends its traceback, at most
+_IGNORED_SPAN = 60
 #: how much of a file's head teaches its per-line prefixes
 PRIME_BYTES = 64 << 10
 PRIME_LINES = 400

@@ -194,15 +194,41 @@ ENTRIES: tuple[Entry, ...] = (
        "task_memcg=/user.slice,task=python3,pid=38127,uid=0",
        "[Mon Jan  8 10:00:01 2024] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0",
        "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.",
-       "      Reason:       OOMKilled"),
+       "      Reason:       OOMKilled",
+       "slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed",
+       "srun: error: node-3: task 0: Out Of Memory",
+       "Dec 18 19:34:56 gpu-1 systemd-oomd[840]: Killed /user.slice/user-1001.slice/user@1001.service/app.slice/"
+       "train.scope due to memory pressure for /user.slice/user-1001.slice/user@1001.service being 51.07% > 50.00% "
+       "for > 20s with reclaim activity"),
       patterns=(r"Out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)"
                 r"(?:.*?anon-rss:(?P<anon_rss_kb>\d+) ?kB)?",
                 r"oom-kill:constraint=(?P<oom_constraint>\w+).*?task=(?P<process>[^,\s]+),pid=(?P<killed_pid>\d+)",
                 r"invoked oom-killer",
                 r"Memory cgroup out of memory: Kill(?:ed)? process (?P<killed_pid>\d+) \((?P<process>[^)]*)\)",
                 r"Detected (?P<oom_kill_events>\d+) oom[-_]kill events?",
-                r"\bOOMKilled\b"),
-      keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled")),
+                r"\bOOMKilled\b",
+                # Slurm's own memory enforcement (jobacct_gather) and srun's report of an OOM-killed task
+                r"exceeded memory limit \((?P<mem_used_kb>\d+) > (?P<mem_limit_kb>\d+)\), being killed",
+                r"tasks? [\d,-]+: Out Of Memory",
+                # the userspace OOM killer, systemd-oomd (its syslog prefix may be gone)
+                r"Killed (?P<cgroup>/\S+) due to memory pressure"),
+      keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled", "exceeded memory limit",
+                "Out Of Memory", "due to memory pressure")),
+    E("pod_evicted", ERROR, "pod-evicted",
+      "Kubernetes evicted the pod: its node ran short of memory or disk and the kubelet stopped the containers",
+      ("the node's memory ran low (MemoryPressure): this pod or a neighbour used more than its request",
+       "the node's disk or ephemeral storage filled (DiskPressure): checkpoints, logs or /tmp inside the container"),
+      "give training pods memory requests equal to their limits (Guaranteed QoS), keep checkpoints on a volume, "
+      "and read the node's conditions (`kubectl describe node`)",
+      ("4m11s   Warning   Evicted   pod/trainer-0   The node was low on resource: memory. Container trainer was "
+       "using 5053216Ki, which exceeds its request of 0.",
+       "Message:        The node was low on resource: ephemeral-storage.",
+       "trainer-0   ml   Evicted   node-09   Pod The node had condition: [DiskPressure]."),
+      # the kubelet's eviction messages (kubectl get events / describe pod); a scheduler's "node(s) had ..."
+      # is a different wording
+      patterns=(r"The node was low on resource: \[?(?P<evicted_resource>[\w-]+)",
+                r"The node had condition: \[(?P<evicted_resource>\w+)\]"),
+      keywords=("low on resource", "had condition")),
     E("sigbus", ERROR, "sigbus",
       "a process died of signal 7 (bus error): almost always shared memory (/dev/shm) ran out",
       ("/dev/shm too small (a container's default is 64 MiB) for NCCL or DataLoader shared memory",
@@ -230,6 +256,14 @@ ENTRIES: tuple[Entry, ...] = (
                 r"(?P<worker_signal>[^.]+)|exited unexpectedly)",
                 r"Unexpected (?P<worker_signal>bus error|segmentation fault) encountered in worker"),
       keywords=("DataLoader worker", "encountered in worker")),
+    E("dataloader_timeout", ERROR, "dataloader-worker-killed",
+      "the DataLoader waited longer than its timeout for a batch from its workers",
+      ("a worker is stuck: slow or hung storage (a network file system), a deadlock in the dataset code",
+       "the workers are too slow for the timeout (heavy decoding, too few workers)"),
+      "see what the workers wait on (py-spy dump of a worker's pid), check the storage the dataset reads; "
+      "raise timeout= or num_workers only once that is understood",
+      ("RuntimeError: DataLoader timed out after 1800 seconds",),
+      patterns=(r"DataLoader timed out after (?P<timeout_s>\d+) seconds",), keywords=("DataLoader timed out",)),
     E("disk_full", ERROR, "disk-full",
       "a write failed because the disk (or the user's quota) is full, typically while saving a checkpoint",
       ("checkpoints accumulate without rotation", "the quota of a shared file system is used up",
@@ -278,6 +312,20 @@ ENTRIES: tuple[Entry, ...] = (
       patterns=(r"\*\*\* (?:JOB|STEP) (?P<slurm_job_id>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<cancelled_at>\S+) "
                 r"DUE TO TIME LIMIT",),
       keywords=("TIME LIMIT",)),
+    E("slurm_cancelled", ERROR, "slurm-cancelled",
+      "Slurm cancelled the job or step before it finished: it was preempted, requeued or lost a node",
+      ("a higher-priority job preempted it (a preemptible partition or QOS)",
+       "the job was requeued (by the scheduler after a node failure, or `scontrol requeue`)",
+       "a node of the allocation failed (NODE FAIL)"),
+      "resume from the last checkpoint; for preemption save on the warning signal (--signal=USR1@120) and use "
+      "--requeue; after a node failure drain that node and check its health",
+      ("slurmstepd: error: *** JOB 32391783 ON cn119 CANCELLED AT 2021-06-18T13:05:36 DUE TO PREEMPTION ***",
+       "slurmstepd: error: *** STEP 608.0 ON node-4 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***",
+       "slurmstepd: error: *** JOB 77012 ON gpu-12 CANCELLED AT 2024-02-11T04:10:55 DUE TO NODE FAILURE ***"),
+      # without "DUE TO ..." the line is srun ending a step after a task failed: an echo of that failure
+      patterns=(r"\*\*\* (?:JOB|STEP) (?P<slurm_job_id>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT "
+                r"(?P<cancelled_at>\S+) DUE TO (?P<reason>PREEMPTION|JOB REQUEUE|NODE FAIL(?:URE)?)\b",),
+      keywords=("CANCELLED AT",)),
     E("python_exception", ERROR, "python-exception", "the training script raised an exception",
       ("a bug or a bad input in the script",), "read the exception and the last frames of its traceback",
       ("ValueError: too many values to unpack (expected 2)",)),
@@ -298,10 +346,26 @@ ENTRIES: tuple[Entry, ...] = (
       "collectives", ()),
     E("nan_loss", ERROR, "nan-loss", "the loss became NaN/Inf",
       ("divergence (learning rate too high)", "fp16 overflow", "a bad batch"),
-      "restart from the last good checkpoint with a lower LR / clipping; inspect the batch", (), fatal=False),
+      "restart from the last good checkpoint with a lower LR / clipping; inspect the batch",
+      ("RuntimeError: Rank 5, node node-2, device 5, iteration 1200: Unexpected result nan (message='found NaN in "
+       "local forward loss calculation')",
+       "Loss is nan, stopping training"),
+      # Megatron-core's check of the forward loss (the older wording is an AssertionError "Rank N: found NaN ...")
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local forward loss",
+                # DETR-style engines print the loss and exit: "Loss is nan, stopping training"
+                r"Loss is (?P<loss_value>[-+]?(?:nan|inf|NaN|Inf)), stopping training"),
+      keywords=("in local forward loss", "stopping training"), fatal=False),
     E("nan_grad_norm", ERROR, "nan-loss", "the gradient norm became NaN/Inf",
       ("a bad batch or divergence", "fp16 overflow (with fp16)"),
-      "enable anomaly detection on the failing steps; inspect the batches", (), fatal=False),
+      "enable anomaly detection on the failing steps; inspect the batches",
+      ("AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication "
+       "collective. Device: 3, node: node-7",
+       "RuntimeError: Function 'PowBackward1' returned nan values in its 1st output."),
+      # Megatron-core checks the local grad norm before the data-parallel reduce and stops the run
+      patterns=(r"(?:Rank (?P<rank>\d+)\b.*?)?found (?:NaN|Inf) in local grad norm",
+                # autograd's anomaly mode stops at the first backward op that produced a NaN
+                r"Function '(?P<grad_fn>\w+)' returned nan values in its (?P<output_index>\d+)(?:st|nd|rd|th) output"),
+      keywords=("in local grad norm", "returned nan values"), fatal=False),
     E("zero_loss", ERROR, "zero-loss", "the loss is exactly zero (steps skipped or labels masked out)",
       ("all labels masked", "every step skipped"), "check the labels / loss mask and the skipped-step counters", (),
       fatal=False),

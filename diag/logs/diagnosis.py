@@ -20,9 +20,11 @@ ERROR, WARNING = catalogue.ERROR, catalogue.WARNING
 KINDS: dict[str, tuple[str, str, str, str]] = catalogue.kinds()
 #: root-cause priority: hardware first, then resources, communication, launcher, symptoms
 PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "dataloader_worker_killed", "cuda_error",
+            "pod_evicted", "dataloader_timeout",
             "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
             "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
+            "slurm_cancelled",
             "slurm_time_limit", "collective_hang", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
             "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
@@ -398,8 +400,14 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa.pop(k, None)
         f["message"] = f"{len(ovs)} fp16 overflow message(s); loss scale {fa.get('loss_scale_first', '?')} -> " \
                        f"{fa.get('loss_scale_last', '?')}"
+        if any(e.facts.get("loss_scale_at_minimum") for e in ovs):
+            # the scaler could not go lower and ended the run: the overflow killed the job
+            fa["loss_scale_at_minimum"] = True
+            f["severity"] = ERROR
+            f["message"] += "; the loss scale reached its minimum and the run was ended"
         out.append(f)
     exc = by.pop("exception", [])
+    cancels = by.pop("slurm_cancel_plain", [])
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
@@ -444,6 +452,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
             if len(per_rank) > 1:
                 errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
+    if cancels and not any(f["severity"] == ERROR for f in out):
+        # Slurm cancelled the job and nothing else failed: scancel (or a reason the excerpt lacks); after
+        # another error the same line is srun ending the step, an echo of that error
+        f = _base("slurm_cancelled", cancels[0])
+        f["message"] = f"Slurm cancelled job {f['facts'].get('slurm_job_id')} at {f['facts'].get('cancelled_at')}"
+        f["cause"] = "the job was cancelled (scancel by a user or an administrator) before it finished"
+        out.append(f)
     return out
 
 

@@ -369,6 +369,46 @@ def _exitcode(m: re.Match[str], msg: str):
 
 
 
+def _launcher_exit(m: re.Match[str], msg: str):
+    """A launcher's report of a worker that died of a signal: DeepSpeed's "... exits with return code = -9",
+    subprocess's "died with <Signals.SIGKILL: 9>"."""
+    g = m.groupdict()
+    num = -int(g["code"]) if g.get("code") else int(g["num"])
+    kind = SIGNAL_KIND.get(num)
+    if not kind:
+        return None
+    f: dict = {"exitcode": -num, "signal": SIGNALS[num]}
+    lr = re.search(r"--local_rank[= ](\d+)", msg)
+    if lr:
+        f["local_rank"] = f["failed_local_rank"] = int(lr[1])
+    return kind, f
+
+
+def _exit_status_signal(m: re.Match[str], msg: str):
+    """A shell-style exit status of 128+N: the process died of signal N ("exit code 137" is SIGKILL)."""
+    code = int(m["code"])
+    kind = SIGNAL_KIND.get(code - 128)
+    return (kind, {"exitcode": code, "signal": SIGNALS[code - 128]}) if kind else None
+
+
+_SHELL_SIGNAL = {"Aborted": 6, "Bus error": 7, "Segmentation fault": 11}
+
+
+def _shell_signal(m: re.Match[str], msg: str):
+    """A shell's job report: "script.sh: line 184: 2324239 Aborted    (core dumped) litgpt pretrain ..."."""
+    num = _SHELL_SIGNAL[m["what"]]
+    return SIGNAL_KIND[num], {"signal": SIGNALS[num], "exitcode": -num, "pid": int(m["pid"])}
+
+
+def _slurm_cancel(m: re.Match[str], msg: str):
+    """``*** JOB N ON node CANCELLED AT ts ***`` without a reason: scancel, or srun ending a step after a task
+    failed (then an echo; the diagnosis decides)."""
+    f: dict = {"slurm_job_id": _int(m["job"]), "cancelled_at": m["at"], "reason": "cancelled"}
+    if m["node"]:
+        f["node"] = m["node"]
+    return "slurm_cancel_plain", f
+
+
 def _killed(m: re.Match[str], msg: str):
     """A shell's bare ``Killed`` (the process got SIGKILL), alone or glued to a progress bar."""
     f: dict = {"signal": "SIGKILL", "exitcode": -9}
@@ -423,6 +463,8 @@ def _overflow(m: re.Match[str], msg: str):
         f["new_loss_scale"] = float(r[1] or r[2])
     if "hysteresis" in msg:
         f["hysteresis"] = True
+    if "already at minimum" in msg:  # the scaler gave up: DeepSpeed / apex end the run with this exception
+        f["loss_scale_at_minimum"] = True
     rk = re.search(r"Rank (\d+)", msg)
     if rk:
         f["rank"] = int(rk[1])
@@ -503,14 +545,27 @@ RULES: list[Rule] = [
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
+    Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    # "exit code 137" (an IDE, kubectl exec), "exitCode: 137" / "Exit Code:    137" (a pod's state), "exited
+    # with code 139" (docker): 128 + the signal
+    Rule("exit code", R(r"(?i:exit(?:ed with)? ?(?:code|status))[:=]?\s*(?P<code>13[4579])\b"), _exit_status_signal,
+         ("exit status", "exitCode", "Exit Code", "exited with code")),
+    Rule("died with <Signals", R(r"died with <Signals\.SIG\w+: (?P<num>\d+)>"), _launcher_exit),
+    Rule("CANCELLED AT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) \*\*\*"),
+         _slurm_cancel),
+    Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
+         ("Bus error", "Segmentation fault")),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
+    # "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
+    Rule("already at minimum", R(r"loss scale already at minimum"), _overflow),
+    Rule("Exception ignored in", R(r"Exception ignored in\b"), lambda m, msg: ("exception_ignored", {})),
     Rule("Traceback", R(r"^Traceback \(most recent call last\):"), _traceback),
     Rule("rror", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?::\s*(?P<text>.*))?$"),
          _exception),
-    Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?::\s*(?P<text>.*))?$"),
+    Rule("xception", R(r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception))(?::\s*(?P<text>.*))?$"),
          _exception),
     Rule("torch", R(r"(?:torch==|[Tt]orch(?:\.__)?[ _]?version(?:__)?[:=]? ?|PyTorch version:? )"
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
