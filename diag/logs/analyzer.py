@@ -56,7 +56,8 @@ class _ChildFailedBlock:
 
     def __init__(self, ev: Event):
         self.ev = ev
-        self.section = "failures"
+        # an excerpt that starts at the "Root Cause (first observed failure):" header: its entry is the root
+        self.section = "root" if "Root Cause" in ev.message else "failures"
         self.entries: list[dict] = []
         self.cur: dict | None = None
         self.done = False

@@ -118,8 +118,11 @@ ENTRIES: tuple[Entry, ...] = (
       ("node-2:29146:29854 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.8.12.1<49189> "
        "with status=12 opcode=1 len=0 vendor err 129 (Send) localGid ::ffff:10.8.12.2 remoteGids::ffff:10.8.12.1",
        "node-2:29146:29854 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 0, "
-       "len 0, vendor err 129"),
-      patterns=(r"NET/IB ?: Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<ib_status>\d+)"
+       "len 0, vendor err 129",
+       # a vendor IB plugin's prefix ("NET/IBP"), without the space before "Got"
+       "worker-1:2304:2356 [5] NCCL WARN NET/IBP:Got completion from peer 10.6.13.83<36315> with status=12 "
+       "opcode=32698 len=32696 vendor err 129 (Send)"),
+      patterns=(r"NET/IB\w* ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<ib_status>\d+)"
                 r"(?:,? opcode[= ]?(?P<ib_opcode>\d+))?(?:,? len[= ]?\d+)?(?:,? vendor err (?P<vendor_err>\d+))?",),
       keywords=("Got completion",)),
     E("cuda_oom", ERROR, "cuda-oom", "the GPU ran out of memory",
@@ -145,7 +148,10 @@ ENTRIES: tuple[Entry, ...] = (
        "application Xids (13, 31, 43...): a kernel fault in the job's own code"),
       "for hardware Xids drain the node and run the vendor diagnostics; for application Xids fix the software first",
       ("[Tue Mar  5 10:11:12 2024] NVRM: Xid (PCI:0000:b1:00): 79, pid=1234, GPU has fallen off the bus.",
-       "RuntimeError: CUDA error: uncorrectable ECC error encountered")),
+       "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+       # the driver's own words, without an Xid line (newer drivers spread it over three NVRM lines)
+       "               NVRM: fallen off the bus and is not responding to commands.",
+       "[ 1843.308145] NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.")),
     E("rendezvous_address_in_use", ERROR, "rendezvous-address-in-use",
       "the c10d store could not bind its port (errno 98)",
       ("another job or a leftover process holds the port",), "pick a free MASTER_PORT or end the old process",

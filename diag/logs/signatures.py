@@ -19,7 +19,7 @@ from collections.abc import Callable
 from llmdiag.logs import catalogue
 from llmdiag.logs.unwrap import needs_continuation
 
-_GIB = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
+_GIB = {"b": 1 / 2**30, "bytes": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
         "kb": 1 / 2**20, "mb": 1 / 1024, "gb": 1.0}
 SIGNALS = {n: v[0] for n, v in catalogue.SIGNALS.items()}
 SIGNAL_KIND = {n: v[1] for n, v in catalogue.SIGNALS.items() if v[1]}
@@ -191,12 +191,12 @@ def _oom(m: re.Match[str], msg: str):
     if g:
         f["oom_gpu_index"] = int(g[1])
     for name, rx in (
-        ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB)"),
-        ("oom_free_gib", r"([\d.]+) ([KMGT]iB) free|of which ([\d.]+) ([KMGT]iB) is free"),
-        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB) memory in use"),
-        ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB) already allocated"),
-        ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch"),
-        ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated"),
+        ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB|bytes) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB|bytes)"),
+        ("oom_free_gib", r"([\d.]+) ([KMGT]iB|bytes) free|of which ([\d.]+) ([KMGT]iB|bytes) is free"),
+        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB|bytes) memory in use"),
+        ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB|bytes) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB|bytes) already allocated"),
+        ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB|bytes) reserved in total by PyTorch"),
+        ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB|bytes) is reserved by PyTorch but unallocated"),
     ):
         x = re.search(rx, msg)
         if x:
@@ -259,6 +259,16 @@ def _xid(m: re.Match[str], msg: str):
     return "ecc_xid", f
 
 
+def _fallen_off_bus(m: re.Match[str], msg: str):
+    """The driver's own "GPU ... has fallen off the bus" without an Xid line (it may span three NVRM lines)."""
+    name, origin, action = catalogue.XIDS[79]
+    f = {"xid_message": "GPU has fallen off the bus", "xid_name": name, "xid_origin": origin, "xid_action": action}
+    pci = re.search(r"GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.?\d?)", msg)
+    if pci:
+        f["pci"] = pci[1]
+    return "ecc_xid", f
+
+
 def _ecc(m: re.Match[str], msg: str):
     return "ecc_xid", {"ecc_message": msg.strip()[:200]}
 
@@ -289,7 +299,9 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
     e = re.search(r"errno:? (\d+)", msg)
     if e:
         f["errno"] = int(e[1])
-    a = re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
+    # "(host, port)" (1.11+) or "host:port" (2.0/2.1: "... while trying to connect to 10.0.0.1:1234")
+    a = (re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
+         or re.search(r"connect to \[?([\w.-]+?)\]?:(\d{1,5})\b", msg))
     if a:
         f["store_host"], f["store_port"] = a[1], int(a[2])
         f["endpoint"], f["port"] = f"{a[1]}:{a[2]}", int(a[2])
@@ -478,13 +490,17 @@ RULES: list[Rule] = [
          _nccl_retcode),
     Rule("NCCL WARN", _NCCL_NET_ERROR, _nccl_net_error),
     Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
-    Rule("Test NCCL failure", R(r"Test NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
+    # nccl-tests "Test NCCL failure common.cu:958 '...'", and "NCCL failure common.cu:921 '...'" of older
+    # nccl-tests and of programs that copied its NCCLCHECK macro
+    Rule("NCCL failure", R(r"(?:Test )?NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
     Rule("Test failure", R(r"(?P<host>[\w.-]+) pid (?P<pid>\d+): Test failure (?P<site>\S+:\d+)"), _test_failure_pid),
     Rule("out of memory", R(r"CUDA out of memory|OutOfMemoryError"), _oom),
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
     Rule("Cuda failure", R(r"Cuda failure (?:(\d+) )?'([^']*)'"), _cuda_failure),
     Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
+    # not an Xid 79 line, which says the same and is read above
+    Rule("fallen off the bus", R(r"^(?!.*Xid).*NVRM: .*fallen off the bus"), _fallen_off_bus),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
     Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),

@@ -1,0 +1,553 @@
+"""Real wordings of GPU and communication failures, collected from public failure reports, through the
+real ``analyze-log`` command: labels exactly, the exit code, and the key facts.
+
+Each excerpt keeps the wording and line format of the report it names (repository and issue or pull
+request number); host names, addresses, user names and paths were changed. Labels use the vocabulary of
+``shared/logs/README.md`` and ``shared/logs-real/README.md``; facts are read from the JSON document's
+``facts`` the way ``test_manifest.py`` reads the manifests (numbers compare rounded to the precision given).
+Two judgement calls: an NCCL "unhandled cuda error" (a return code 1, a ``retcode 1``) caused by a
+``Cuda failure 'out of memory'`` is labelled both ``cuda_oom`` and ``nccl_unhandled_cuda_error``; an NCCL 2.0
+``WARN`` line without the word ``NCCL`` is not counted as ``nccl_warn``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import pytest
+from click.testing import CliRunner
+
+from llmdiag.cli import cli
+from tests.unit.logs.test_manifest import same
+
+
+class Case(NamedTuple):
+    id: str
+    text: str
+    labels: list[str]
+    exit_code: int
+    facts: dict
+
+
+CASES = [
+    # hiyouga/LlamaFactory#7396
+    Case('wd_2.4_viewer_prefix', r"""
+[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+[80747] [rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 milliseconds before timing out.
+[80748] [rank0]:[E321 02:07:08.465150152 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.
+[80749] [rank3]:[E321 02:07:08.465224069 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Exception (either an error or timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.
+""",
+         ['nccl_timeout'], 1, {'seq_num': 1580, 'op_type': 'ALLREDUCE', 'timeout_ms': 600000}),
+    # hiyouga/LlamaFactory#6269
+    Case('wd_2.4_reduce_scatter', r"""
+[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.
+[rank0]:[E1206 18:44:12.715588844 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 7753, last enqueued NCCL work: 7755, last completed NCCL work: 7752.
+[rank4]:[E1206 18:44:12.755262105 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, Timeout(ms)=600000) ran for 600099 milliseconds before timing out.
+[rank4]:[E1206 18:44:12.755468433 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 4] Exception (either an error or timeout) detected by watchdog at work: 7753, last enqueued NCCL work: 7755, last completed NCCL work: 7752.
+""",
+         ['nccl_timeout'], 1, {'seq_num': 7753, 'op_type': '_REDUCE_SCATTER_BASE', 'numel_in': 544997376, 'numel_out': 68124672, 'last_completed_work': 7752, 'first_reporting_rank': 0}),
+    # XPixelGroup/BasicSR#737
+    Case('wd_2.5_pg_guid', r"""
+[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.
+[rank1]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807.
+[rank0]:[E626 06:24:44.159932949 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600030 milliseconds before timing out.
+[rank0]:[E626 06:24:44.160366013 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807.
+""",
+         ['nccl_timeout'], 1, {'seq_num': 808, 'op_type': 'ALLREDUCE', 'numel_in': 9801523, 'first_reporting_rank': 1}),
+    # OFA-Sys/OFA#271
+    Case('wd_1.x_no_numel', r"""
+[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:737] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802211 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:737] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802210 milliseconds before timing out.
+""",
+         ['nccl_timeout'], 1, {'seq_num': 469508, 'op_type': 'ALLREDUCE', 'timeout_ms': 1800000, 'has_numel': False, 'first_reporting_rank': 1}),
+    # pytorch/pytorch#118369
+    Case('wd_glued_to_progress_bar', r"""
+Epoch 0:   6%|██                               | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, consumed_samples=2.56e+7][E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96117, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625613 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=64088, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625251 milliseconds before timing out.
+""",
+         ['nccl_timeout'], 1, {'timeout_ms': 1800000, 'op_type': 'ALLREDUCE', 'first_reporting_rank': 0}),
+    # sgl-project/sglang#1693
+    Case('wd_terminate_what', r"""
+terminate called after throwing an instance of 'c10::DistBackendError'
+  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.
+Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in /usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)
+frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x7f3b6e71a8d2 in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)
+""",
+         ['nccl_timeout'], 1, {'seq_num': 9141, 'op_type': '_ALLGATHER_BASE', 'numel_out': 152064}),
+    # NVIDIA/nccl#975
+    Case('rc2_bootstrap_ipv6', r"""
+n122-246-085:12253:12399 [7] NCCL INFO bootstrap.cc:270 -> 2
+n122-246-085:12250:12403 [4] NCCL INFO init.cc:1350 -> 2
+n122-246-085:12250:12403 [4] NCCL INFO group.cc:65 -> 2 [Async thread]
+n122-246-085:12250:12250 [4] NCCL INFO group.cc:406 -> 2
+n122-246-085:12246:12397 [0] NCCL INFO misc/socket.cc:504 -> 2 (Operation now in progress)
+n122-246-085:12246:12397 [0] NCCL INFO misc/socket.cc:567 -> 2
+
+n122-246-085:12251:12400 [5] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused connection abort
+n122-246-085:12251:12400 [5] NCCL INFO misc/socket.cc:564 -> 2
+n122-246-085:12251:12400 [5] NCCL INFO bootstrap.cc:270 -> 2
+""",
+         ['nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
+    # NVIDIA/nccl-tests#166
+    Case('nccltests_mixed_chain', r"""
+node-a:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.9.0.2<45763> failed : Software caused connection abort
+node-a:39964:40075 [0] NCCL INFO misc/socket.cc:564 -> 2
+node-a:39964:40075 [0] NCCL INFO transport/net_socket.cc:336 -> 2
+node-a:39964:40075 [0] NCCL INFO proxy.cc:1377 -> 2
+
+node-a:39964:40075 [0] proxy.cc:1519 NCCL WARN [Proxy Service 0] Failed to execute operation Connect from rank 0, retcode 2
+node-a:39964:40049 [5] NCCL INFO Channel 20 : 5[5] -> 4[4] via SHM/direct/direct
+
+node-a:39964:40044 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer node-b<57557>
+node-a:39964:40044 [0] NCCL INFO misc/socket.cc:749 -> 6
+
+node-a:39964:40044 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40
+node-a:39964:40044 [0] NCCL INFO transport/net.cc:288 -> 3
+node-a:39964:40044 [0] NCCL INFO transport.cc:148 -> 3
+node-a:39964:40044 [0] NCCL INFO init.cc:1358 -> 3
+node-a:39964:40044 [0] NCCL INFO group.cc:65 -> 3 [Async thread]
+""",
+         ['nccl_internal_error', 'nccl_remote_error', 'nccl_system_error', 'nccl_warn'], 1, {}),
+    # NVIDIA/nccl#875
+    Case('rte_system_error_2.10', r"""
+Traceback (most recent call last):
+  File "/home/user/test/manual_pp/pipeline2x4_ptip.py", line 178, in <module>
+    run_stage()
+  File "/home/user/envs/zh/lib/python3.9/site-packages/torch/distributed/distributed_c10d.py", line 2070, in all_gather
+    work = group.allgather([tensor_list], [tensor])
+RuntimeError: NCCL error in: /home/builder/mc3/envs/pytorch-build/conda-bld/pytorch_1673601922403/work/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3
+ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. It can be also caused by unexpected exit of a remote peer, you can check NCCL warnings for failure information.
+""",
+         ['nccl_system_error'], 1, {'nccl_return_code': 2, 'nccl_version': '2.10.3'}),
+    # sgl-project/sglang#3820
+    Case('socket_c_no_route', r"""
+node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.9.0.4<56849> returned 113(No route to host) errno 115(Operation now in progress)
+node5:240:240 [6] NCCL INFO misc/socket.cc:570 -> 2
+node5:240:240 [6] NCCL INFO misc/socket.cc:621 -> 2
+node5:240:240 [6] NCCL INFO bootstrap.cc:285 -> 2
+node5:240:240 [6] NCCL INFO init.cc:1534 -> 2
+node5:240:240 [6] NCCL INFO init.cc:1799 -> 2
+""",
+         ['nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
+    # sgl-project/sglang#5594
+    Case('socket_c_plugin_file', r"""
+h100-15:139:1092 [7] socket.c:485 NCCL WARN socketStartConnect: Connect to 10.9.0.82<38455> failed : Software caused connection abort
+h100-15:139:1092 [7] NCCL INFO transport/net.cc:687 -> 2
+h100-15:132:132 [0] NCCL INFO transport/net.cc:405 -> 2
+h100-15:132:132 [0] NCCL INFO transport.cc:183 -> 2
+h100-15:132:132 [0] NCCL INFO init.cc:1263 -> 2
+""",
+         ['nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
+    # NVIDIA/nccl#111
+    Case('nccl2.0_warn_no_nccl_word', r"""
+gpu-server [0] include/socket.h:185 WARN Call to connect failed : Connection refused
+NCCL failure myprogram.cu:110 'unhandled system error'
+""",
+         ['nccl_system_error'], 1, {'nccl_return_code': 2}),
+    # NVIDIA/nccl-tests#15
+    Case('nccltests_old_closed_by_peer', r"""
+Connecting to socket 10.9.0.1<46012>
+
+server1:6601:6625 [0] include/socket.h:385 NCCL WARN Net : Connection closed by remote peer
+NCCL failure common.cu:921 'unhandled system error'
+""",
+         ['nccl_remote_error', 'nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
+    # NVIDIA/nccl#795
+    Case('broken_pipe_proxy_rc6', r"""
+a100-st-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.8.47<58355> failed : Broken pipe
+a100-st-22:183006:183220 [1] NCCL INFO misc/socket.cc:535 -> 6
+a100-st-22:183006:183220 [1] NCCL INFO transport/net_socket.cc:368 -> 6
+a100-st-22:183006:183220 [1] NCCL INFO include/net.h:26 -> 6
+a100-st-22:183006:183220 [1] NCCL INFO proxy.cc:991 -> 6
+a100-st-22:183006:183220 [1] proxy.cc:1119 NCCL WARN [Proxy Service 9] Failed to execute operation Connect from rank 9, retcode 6
+a100-st-22:183006:183181 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer a100-st-22.cluster<47861>
+""",
+         ['nccl_remote_error', 'nccl_warn'], 1, {'nccl_return_code': 6, 'proxy_retcode': 6}),
+    # NVIDIA/nccl#2076
+    Case('distbackend_remote_socketprogressopt', r"""
+torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network error, NCCL version 2.21.5
+ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+Last error:
+socketProgressOpt: Call to recv from 172.16.5.9<33759> failed : Connection reset by peer
+""",
+         ['nccl_remote_error'], 1, {'nccl_return_code': 6, 'nccl_version': '2.21.5'}),
+    # tatsu-lab/stanford_alpaca#207
+    Case('ib_error12_one_line', r"""
+[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. [E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down. terminate called after throwing an instance of 'std::runtime_error' what(): NCCL error: remote process exited or there was a network error, NCCL version 2.14.3 ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely. Last error: NET/IB : Got completion from peer 10.214.7.12<39138> with error 12, opcode 0, len 0, vendor err 129
+""",
+         ['ib_completion_error', 'nccl_remote_error'], 1, {'ib_completion_error': 12, 'vendor_err': 129, 'nccl_return_code': 6}),
+    # NVIDIA/nccl-tests#252
+    Case('ib_plugin_error4', r"""
+node-1:27255:27934 [0] NCCL INFO proxy.cc:698 -> 6
+node-1:27255:27934 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]
+
+node-2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer 10.0.35.1<49189> with error 4, opcode 5327, len 5327, vendor err 81 (Send)
+node-2:25146:25854 [0] NCCL INFO transport/net.cc:1137 -> 6
+node-2:25146:25854 [0] NCCL INFO proxy.cc:698 -> 6
+node-2:25146:25854 [0] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]
+node-2:25146:25852 [0] NCCL INFO [Service thread] Connection closed by localRank 0
+node-2:25172:25848 [1] NCCL INFO [Service thread] Connection closed by localRank 0
+""",
+         ['ib_completion_error', 'nccl_remote_error', 'nccl_warn'], 1, {'ib_completion_error': 4, 'vendor_err': 81, 'nccl_return_code': 6}),
+    # NVIDIA/nccl#1928
+    Case('ofi_remote_error_2.28', r"""
+[rank3]:     return dist._verify_params_across_processes(process_group, tensors, logger)
+[rank3]:            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+[rank3]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3763, remote process exited or there was a network error, NCCL version 2.28.8
+[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+[rank3]: Last error:
+[rank3]: NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 (UNDELIVERABLE). Completed length: 0
+""",
+         ['nccl_remote_error'], 1, {'nccl_return_code': 6, 'nccl_version': '2.28.8'}),
+    # deepseek-ai/DeepEP#106
+    Case('ib_error5_watchdog_what', r"""
+ith exception: NCCL error: remote process exited or there was a network error, NCCL version 2.20.5  ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.                                                       Last error:                                                                                                                                                   NET/IB : Got completion from peer 172.21.17.89<38536> with error 5, opcode 48, len 32710, vendor err 249                                                      Exception raised from checkForNCCLErrorsInternal at /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1736 (most recent call first):      frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x99 (0x7fcc0c99ad89 in /usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)
+""",
+         ['ib_completion_error', 'nccl_remote_error'], 1, {'ib_completion_error': 5, 'vendor_err': 249}),
+    # NVIDIA/nccl#1664
+    Case('ibp_status12_no_space', r"""
+worker-node1:2304:2356 [5] net_ib.cc:1712 NCCL WARN NET/IBP:Got completion from peer 7.6.13.83<36315> with status=12 opcode=32698 len=32696 vendor err 129 (Send)
+""",
+         ['ib_completion_error', 'nccl_warn'], 1, {'ib_completion_error': 12, 'vendor_err': 129}),
+    # NVIDIA/nccl#214
+    Case('ib_error4_net_ib_cu', r"""
+node-8x-1:25061:25100 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 4, opcode 1, len 21938, vendor err 81
+""",
+         ['ib_completion_error', 'nccl_warn'], 1, {'ib_completion_error': 4, 'vendor_err': 81}),
+    # alisson-anjos/diffusion-pipe-ui#10
+    Case('unhandled_cuda_999_rank_prefix', r"""
+[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank0]: Last error:
+[rank0]: Cuda failure 999 'unknown error'
+""",
+         ['nccl_unhandled_cuda_error'], 1, {'nccl_return_code': 1}),
+    # NVIDIA/nccl#1410
+    Case('unhandled_cuda_invalid_arg', r"""
+[rank7]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+[rank7]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank7]: Last error:
+[rank7]: Cuda failure 1 'invalid argument'
+""",
+         ['nccl_unhandled_cuda_error'], 1, {'nccl_return_code': 1, 'nccl_version': '2.20.5'}),
+    # llSourcell/Object_Detection_demo_LIVE#9
+    Case('unhandled_cuda_terminate_2.7.8', r"""
+terminate called after throwing an instance of 'std::runtime_error'
+  what():  NCCL error in: /opt/conda/conda-bld/pytorch_1614378063927/work/torch/lib/c10d/../c10d/NCCLUtils.hpp:155, unhandled cuda error, NCCL version 2.7.8
+ncclUnhandledCudaError: Call to CUDA function failed.
+""",
+         ['nccl_unhandled_cuda_error'], 1, {'nccl_return_code': 1, 'nccl_version': '2.7.8'}),
+    # PKU-YuanGroup/Open-Sora-Plan#386
+    Case('nccl_error1_alloc_oom', r"""
+ins-7df6:3018451:3024010 [0] NCCL INFO Channel 01 : 0[1020] -> 2[1040] via SHM/direct/direct
+ins-7df6:3018454:3024009 [3] NCCL INFO Channel 00 : 3[1050] -> 2[1040] via SHM/direct/direct
+
+ins-7df6:3018451:3018451 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'
+RuntimeError: NCCL Error 1: unhandled cuda error (run with NCCL_DEBUG=INFO for details)
+""",
+         ['cuda_oom', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1, {'oom_tried_to_allocate_gib': None}),
+    # NVIDIA/nccl#962
+    Case('nccl_calloc_oom_then_internal', r"""
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1296, internal error - please report this issue to the NCCL developers, NCCL version 2.18.1
+NCCL version 2.18.1+cuda12.0
+node:2134736:2285781 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'
+node:2134736:2285781 [0] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes
+node:2134736:2285781 [0] proxy.cc:1518 NCCL WARN [Proxy Service 93] Failed to execute operation Setup from rank 93, retcode 1
+""",
+         ['cuda_oom', 'nccl_internal_error', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1, {'nccl_version': '2.18.1'}),
+    # DeepMotionAIResearch/DenseMatchingBenchmark#20
+    Case('cublas_alloc_failed_1.6', r"""
+RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`
+Exception raised from createCublasHandle at /opt/conda/conda-bld/pytorch_1595629403081/work/aten/src/ATen/cuda/CublasHandlePool.cpp:8 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x4d (0x2ba39fce177d in /home/user/.conda/envs/dmb/lib/python3.7/site-packages/torch/lib/libc10.so)
+frame #2: at::cuda::getCurrentCUDABlasHandle() + 0xb75 (0x2ba36e74e065 in /home/user/.conda/envs/dmb/lib/python3.7/site-packages/torch/lib/libtorch_cuda.so)
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': None}),
+    # lllyasviel/ControlNet#382
+    Case('tcpstore_client_timeout_1800', r"""
+[E socket.cpp:793] [c10d] The client socket has timed out after 1800s while trying to connect to (127.0.0.1, 48391).
+    return TCPStore(
+TimeoutError: The client socket has timed out after 1800s while trying to connect to (127.0.0.1, 48391).
+""",
+         ['rendezvous_timeout'], 1, {'store_port': 48391, 'client_timeout_s': 1800}),
+    # sgl-project/sglang#1691
+    Case('heartbeat_2.5_pg3', r"""
+[rank0]:[E1019 01:04:03.356947152 ProcessGroupNCCL.cpp:1413] [PG 3 Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=121
+[rank1]:[E1019 01:04:03.357037506 ProcessGroupNCCL.cpp:1413] [PG 3 Rank 1] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=121
+[rank7]:[E1019 01:04:03.357615073 ProcessGroupNCCL.cpp:1375] [PG 3 Rank 7] First PG on this rank that detected no heartbeat of its watchdog.
+[rank2]:[F1019 01:14:03.356851194 ProcessGroupNCCL.cpp:1224] [PG 3 Rank 2] [PG 3 Rank 2] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API hang blocking the watchdog, and could be triggered by another thread holding the GIL inside a CUDA api, or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to debug the hang. workMetaList_.size() = 121
+""",
+         ['nccl_heartbeat_stuck'], 1, {'stuck_s': 600}),
+    # facebookresearch/dinov2#447
+    Case('heartbeat_2.3_no_ts', r"""
+[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1
+[rank0]:[E ProcessGroupNCCL.cpp:1153] [PG 0 Rank 0] ProcessGroupNCCL preparing to dump debug info.
+[rank0]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 0] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck for 600 seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API hang blocking the watchdog, and could be triggered by another thread holding the GIL inside a CUDA api, or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to debug the hang. workMetaList_.size() = 1
+""",
+         ['nccl_heartbeat_stuck'], 1, {'stuck_s': 600}),
+    # modelscope/ms-swift#7992
+    Case('watchdog_stuck_only_timestamped', r"""
+18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] [PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, and could be triggered by another thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to debug the hang.
+""",
+         ['nccl_heartbeat_stuck'], 1, {'stuck_s': 480}),
+    # vllm-project/vllm#4108
+    Case('illegal_access_ray_watchdog', r"""
+(RayWorkerVllm pid=7046) Fatal Python error: Aborted
+(RayWorkerVllm pid=7046)
+[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+""",
+         ['cuda_error', 'sigabrt'], 1, {'cuda_error_name': 'cudaErrorIllegalAddress'}),
+    # NVIDIA/semantic-segmentation#33
+    Case('ecc_cuda_runtime_error_39', r"""
+RuntimeError: cuda runtime error (39) : uncorrectable ECC error encountered at /pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265
+terminate called without an active exception
+""",
+         ['ecc_xid'], 1, {}),
+    # kohya-ss/sd-scripts#1434
+    Case('ecc_watchdog_2.x', r"""
+  File "/home/user/kohya_ss/sd-scripts/library/sdxl_original_unet.py", line 257, in get_timestep_embedding
+    exponent = exponent / (half_dim - downscale_freq_shift)
+RuntimeError: CUDA error: uncorrectable ECC error encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+
+[E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered
+""",
+         ['ecc_xid'], 1, {}),
+    # NVIDIA/NVSentinel#155
+    Case('gpu_fell_off_bus_no_xid', r"""
+[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0
+               NVRM: (PCI ID: 10de:26b5) installed in this system has
+               NVRM: fallen off the bus and is not responding to commands.
+[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).
+""",
+         ['ecc_xid'], 1, {}),
+    # vllm-project/vllm#39015
+    Case('addr_in_use_2.4_code_-98', r"""
+  File "/home/user/anaconda3/envs/vlm/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py", line 67, in next_rendezvous
+    self._store = TCPStore(  # type: ignore[call-arg]
+                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
+""",
+         ['rendezvous_address_in_use'], 1, {'port': 29500, 'errno': 98}),
+    # hunto/DIST_KD#10
+    Case('addr_in_use_socket_cpp_426', r"""
++ torchrun --nproc_per_node=2 --master_port=25641 tools/train.py -c configs/strategies/distill/dist_cifar.yaml --model cifar_resnet20
+WARNING:torch.distributed.run:
+*****************************************
+[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:25641 (errno: 98 - Address already in use).
+[W socket.cpp:426] [c10d] The server socket has failed to bind to 0.0.0.0:25641 (errno: 98 - Address already in use).
+[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network address.
+""",
+         ['rendezvous_address_in_use'], 1, {'port': 25641, 'errno': 98}),
+    # meta-pytorch/torchtune#1025
+    Case('addr_in_use_unknown_second', r"""
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind to ?UNKNOWN? (errno: 98 - Address already in use).
+""",
+         ['rendezvous_address_in_use'], 1, {'port': 29500}),
+    # pytorch/pytorch#107021
+    Case('client_timeout_no_parens', r"""
+Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed.
+*****************************************
+[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 192.0.0.1:1234
+torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.
+""",
+         ['rendezvous_timeout'], 1, {'client_timeout_s': 60, 'port': 1234}),
+    # intel/torch-xpu-ops#2119
+    Case('client_timeout_ms_distnetworkerror', r"""
+Traceback (most recent call last):
+  File "/home/user/envs/x/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 156, in _create_tcp_store
+    store = TCPStore(
+torch.distributed.DistNetworkError: The client socket has timed out after 10000ms while trying to connect to (localhost, 44557).
+
+The above exception was the direct cause of the following exception:
+""",
+         ['rendezvous_timeout'], 1, {'connect_timeout_ms': 10000, 'port': 44557}),
+    # pytorch/pytorch#67581
+    Case('rdzv_json_error_handler', r"""
+ERROR:torch.distributed.elastic.multiprocessing.errors.error_handler:{
+  "message": {
+    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",
+    "extraInfo": {
+      "py_callstack": "Traceback (most recent call last):\n  File \"/root/anaconda3/lib/python3.8/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py\", line 155, in _create_tcp_store\n    store = TCPStore(\nRuntimeError: connect() timed out. Original timeout was 60000 ms.\n\nThe above exception was the direct cause of the following exception:\n\nTraceback (most recent call last):\n",
+      "timestamp": "1635589201"
+    }
+  }
+}
+""",
+         ['rendezvous_timeout'], 1, {'connect_timeout_ms': 60000}),
+    # antgroup/echomimic_v2#115
+    Case('oom_2.5_of_which_free', r"""
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total capacity of 15.69 GiB of which 3.71 GiB is free. Including non-PyTorch memory, this process has 11.14 GiB memory in use. Of the allocated memory 10.14 GiB is allocated by PyTorch, and 771.43 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': 4.22, 'oom_total_capacity_gib': 15.69, 'oom_free_gib': 3.71}),
+    # carolchenyx/MGFN.#35
+    Case('oom_2.1_zero_bytes_free', r"""
+torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.70 GiB. GPU 0 has a total capacty of 6.00 GiB of which 0 bytes is free. Of the allocated memory 2.93 GiB is allocated by PyTorch, and 2.30 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': 1.7, 'oom_total_capacity_gib': 6.0, 'oom_free_gib': 0}),
+    # pytorch/pytorch#18853
+    Case('oom_1.0_cached', r"""
+  File "/private/home/user/.conda/envs/retry/lib/python3.7/site-packages/torch/nn/functional.py", line 840, in threshold
+    result = _VF.threshold(input, threshold, value)
+RuntimeError: CUDA out of memory. Tried to allocate 1024.00 MiB (GPU 0; 15.90 GiB total capacity; 14.25 GiB already allocated; 991.56 MiB free; 607.00 KiB cached)
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': 1.0, 'oom_gpu_index': 0}),
+    # Li-Chongyi/Zero-DCE#52
+    Case('oom_bare_class_name', r"""
+OutOfMemoryError: CUDA out of memory. Tried to allocate 1.71 GiB (GPU 0; 6.00 GiB total capacity; 3.49 GiB already allocated; 1.04 GiB free; 3.50 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': 1.71}),
+    # deepbeepmeep/Wan2GP#1083
+    Case('oom_accelerator_error_2.8', r"""
+  File "C:\Users\user\Desktop\Wan2GP\wan2gp\python_embeded\lib\site-packages\torch\nn\functional.py", line 2905, in layer_norm
+    return torch.layer_norm(
+torch.AcceleratorError: CUDA error: out of memory
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': None}),
+    # maybleMyers/H1111#23
+    Case('oom_driver_subprocess_prefix', r"""
+SUBPROCESS: RuntimeError: CUDA error: out of memory
+SUBPROCESS: CUDA kernel errors might be asynchronously reported at some other API call, so
+SUBPROCESS: the stacktrace below might be incorrect.
+SUBPROCESS: For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+""",
+         ['cuda_oom'], 1, {'oom_tried_to_allocate_gib': None}),
+    # huggingface/picotron_tutorial#6
+    Case('childfailed_sigabrt_root_cause', r"""
+  exitcode  : -6 (pid: 3437)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 3437
+[7]:
+  time      : 2025-05-01_11:12:35
+  host      : 472a4389fceb
+  rank      : 7 (local_rank: 7)
+  exitcode  : -6 (pid: 3438)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 3438
+-----------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-05-01_11:12:35
+  host      : 472a4389fceb
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 3431)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 3431
+=====================================================
+""",
+         ['child_failed', 'sigabrt'], 1, {'exitcode': -6, 'signal': 'SIGABRT', 'first_failing_rank': 0}),
+    # ParCIS/Chimera#2
+    Case('childfailed_no_other_failures', r"""
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 271, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+main_bert.py FAILED
+------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-02-27_12:42:13
+  host      : gpt-dev-ppt
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 65957)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 65957
+======================================================
+""",
+         ['child_failed', 'sigabrt'], 1, {'exitcode': -6, 'first_failing_rank': 0}),
+    # huggingface/accelerate#3861
+    Case('elastic_glog_exitcode_-6', r"""
+W1128 21:12:50.210000 3139541 site-packages/torch/distributed/elastic/multiprocessing/api.py:900] Sending process 3139620 closing signal SIGTERM
+W1128 21:12:50.212000 3139541 site-packages/torch/distributed/elastic/multiprocessing/api.py:900] Sending process 3139621 closing signal SIGTERM
+E1128 21:12:50.390000 3139541 site-packages/torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 3 (pid: 3139623) of binary: /data1/user/anaconda3/envs/hd/bin/python3.10
+Traceback (most recent call last):
+  File "/data1/user/anaconda3/envs/hd/bin/accelerate", line 7, in <module>
+    sys.exit(main())
+""",
+         ['sigabrt'], 1, {'exitcode': -6, 'failed_local_rank': 3}),
+    # NVIDIA/open-gpu-kernel-modules#1150
+    Case('xid45_journal_previous_xid', r"""
+kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149
+kernel: NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145
+kernel: NVRM: Xid (PCI:0000:ba:00): 45, pid=1818989, name=python3, Ch 00000002 caused by previous Xid 145
+""",
+         ['ecc_xid'], 1, {'xid': 45}),
+    # leptonai/gpud#46
+    Case('xid13_unknown_pid_then_109', r"""
+[Fri Aug 30 11:11:22 2024] nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing
+[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter
+[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Global Exception on (GPC 7, TPC 7, SM 0): Multiple Warp Errors
+[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005
+""",
+         ['ecc_xid'], 1, {'xid': 13}),
+    # leptonai/gpud#1174
+    Case('xid149_nvlink_pci_domain', r"""
+NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)
+""",
+         ['ecc_xid'], 1, {'xid': 149}),
+    # horovod/horovod#3929
+    Case('invalid_usage_duplicate_gpu_mpirun', r"""
+[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:903 -> 5
+[1,3]<stdout>:smc-gpu-03:29881:30401 [0] NCCL INFO init.cc:916 -> 5
+[1,2]<stdout>:
+[1,2]<stdout>:smc-gpu-03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000
+[1,2]<stdout>:smc-gpu-03:29880:30398 [0] NCCL INFO init.cc:867 -> 5
+[1,2]<stdout>:smc-gpu-03:29880:30398 [0] NCCL INFO init.cc:903 -> 5
+[1,2]<stdout>:smc-gpu-03:29880:30398 [0] NCCL INFO init.cc:916 -> 5
+""",
+         ['nccl_invalid_usage', 'nccl_warn'], 1, {'nccl_return_code': 5}),
+    # NVIDIA/nccl#1241
+    Case('invalid_usage_interleaved_ranks', r"""
+  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/distributed_c10d.py", line 3369, in barrier
+  File "/usr/local/lib/python3.8/dist-packages/torch/distributed/distributed_c10d.py", line 3369, in barrier
+        work = default_pg.barrier(opts=opts)work = default_pg.barrier(opts=opts)
+
+torch.distributedtorch.distributed.DistBackendError.: DistBackendErrorNCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1287, invalid usage, NCCL version 2.17.1
+ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+Last error:
+Duplicate GPU detected : rank 3 and rank 2 both on CUDA device e2000
+""",
+         ['nccl_invalid_usage'], 1, {'nccl_return_code': 5, 'nccl_version': '2.17.1'}),
+    # NVIDIA/Megatron-LM#661
+    Case('invalid_usage_2.19_megatron', r"""
+torch.distributed  File "/run/megatron/initialize.py", line 156, in _compile_dependencies
+.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3
+ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+Last error:
+Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000
+""",
+         ['nccl_invalid_usage'], 1, {'nccl_return_code': 5, 'nccl_version': '2.19.3'}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_real_wording(tmp_path, case):
+    log = tmp_path / "excerpt.log"
+    log.write_text(case.text.lstrip("\n"), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["analyze-log", str(log), "-f", "json"], catch_exceptions=False)
+    doc = json.loads(r.output)
+    assert sorted({f["kind"] for f in doc["findings"]}) == sorted(case.labels)
+    assert r.exit_code == case.exit_code
+    for key, want in case.facts.items():
+        assert key in doc["facts"], f"fact {key} missing"
+        assert same(want, doc["facts"][key]), f"{key}: expected {want!r}, got {doc['facts'][key]!r}"
+
+
+def test_the_table_is_real():
+    """Every excerpt names its source, and no two are the same (a copied row would hide a lost case)."""
+    assert len({c.text for c in CASES}) == len(CASES) >= 25
+    assert len({c.id for c in CASES}) == len(CASES)
