@@ -142,7 +142,9 @@ ENTRIES: tuple[Entry, ...] = (
       ("RuntimeError: CUDA error: an illegal memory access was encountered",
        "RuntimeError: CUDA error: unspecified launch failure",
        "RuntimeError: CUDA error: misaligned address",
-       "RuntimeError: CUDA error: device-side assert triggered")),
+       "RuntimeError: CUDA error: device-side assert triggered",
+       "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/torch/lib/THC/generic/"
+       "THCStorage.cu:58")),
     E("ecc_xid", ERROR, "ecc-xid", "the NVIDIA driver logged a GPU fault (Xid) or an uncorrectable ECC error",
       ("hardware Xids (48, 63, 64, 74, 79, 92, 94, 95, 119, 120...): memory, NVLink, bus or firmware faults",
        "application Xids (13, 31, 43...): a kernel fault in the job's own code"),
@@ -181,9 +183,10 @@ ENTRIES: tuple[Entry, ...] = (
        "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
        "store by key '0', but store->get('0') got error: Connection reset by peer"),
       # not the benign exit-time warning of a healthy run ("Failed to check the \"should dump\" flag on
-      # TCPStore, (maybe TCPStore server has shut down too early)")
+      # TCPStore, (maybe TCPStore server has shut down too early)"; 2.3/2.4: "Failed to get exception dump flag
+      # from the global store.Connection reset by peer")
       # nor a client's connect retry ("TCP client failed to connect/validate to host ... - retrying")
-      patterns=(r"(?i)^(?!.*(?:should dump|shut down too early|destroy_process_group|- retrying))"
+      patterns=(r"(?i)^(?!.*(?:should dump|dump flag|shut down too early|destroy_process_group|- retrying))"
                 r"(?:.*?)(?:TCPStore|recvValue|recvBytes|sendBytes|c10d|DistStoreError|DistNetworkError|store)\b.*?"
                 r"(?P<reset>Connection reset by peer|Broken pipe|Connection closed by peer|recvValue failed)",
                 r"(?P<reset>Connection was likely closed)\. Did the remote server shutdown or crash"),

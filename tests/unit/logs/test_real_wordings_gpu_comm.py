@@ -531,6 +531,133 @@ Last error:
 Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000
 """,
          ['nccl_invalid_usage'], 1, {'nccl_return_code': 5, 'nccl_version': '2.19.3'}),
+    # hiyouga/LlamaFactory#8871
+    Case('launch_failure_2.6_host_prefix', r"""
+192.168.12.21: {'loss': 0.2411, 'grad_norm': 0.3060550590848015, 'learning_rate': 9.846034296341644e-06, 'epoch': 0.4}
+192.168.12.21: {'loss': 0.2286, 'grad_norm': 0.2749779785870359, 'learning_rate': 9.845673262306643e-06, 'epoch': 0.4}
+192.168.12.21: {'loss': 0.2329, 'grad_norm': 0.27532953852808206, 'learning_rate': 9.845311812107845e-06, 'epoch': 0.4}
+192.168.13.81: [rank19]:[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] [PG ID 1 PG GUID 1 Rank 19] Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure
+192.168.13.81: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+192.168.13.81: For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorLaunchFailure'}),
+    # meta-llama/llama-cookbook#290
+    Case('launch_failure_terminate_what', r"""
+frame #9: clone + 0x43 (0x7fbcde295133 in /lib/x86_64-linux-gnu/libc.so.6)
+
+terminate called after throwing an instance of 'std::runtime_error'
+  what():  [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unspecified launch failure
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorLaunchFailure'}),
+    # clessig/atmorep#55
+    Case('launch_failure_srun_prefix_wrapped', r"""
+[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread terminated with exception: CUDA erro
+r: unspecified launch failure
+0: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect
+.
+0: For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+0: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+0:
+0: Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):
+""",
+         ['cuda_error'], 1, {}),
+    # NVIDIA-NeMo/Megatron-Bridge#836
+    Case('launch_failure_megatron_tp_group', r"""
+ [2025-10-02 12:20:48] iteration       48/      50 | consumed samples:         3072 | elapsed time per iteration (ms): 7138.7 | learning rate: 7.200000E-06 | global batch size:    64 | lm loss: 8.317189E-02 | loss scale: 1.0 | grad norm: 1.721 | number of skipped iterations:   0 | number of nan iterations:   0 |
+[rank29]:[E1002 12:20:55.123831168 ProcessGroupNCCL.cpp:1923] [PG ID 5 PG GUID 83(TENSOR_MODEL_PARALLEL_GROUP) Rank 1] Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorLaunchFailure'}),
+    # hao-ai-lab/FastVideo#1008
+    Case('launch_failure_after_tqdm', r"""
+Steps:  25%|██▌       | 382/1500 [5:29:27<15:48:09, 50.89s/it, loss=0.0841, step_time=50.94s, grad_norm=0.378]
+[rank9]:[E113 11:43:02.241131296 ProcessGroupNCCL.cpp:1899] [PG ID 5 PG GUID 55(mesh_replicate) Rank 1] Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorLaunchFailure'}),
+    # layumi/Person_reID_baseline_pytorch#372
+    Case('device_assert_thcunn_nll', r"""
+Epoch 0/59
+----------
+train Loss: 2.7186 Acc: 0.4082
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [8,0,0] Assertion `t >= 0 && t < n_classes` failed.
+Traceback (most recent call last):
+  File "train.py", line 577, in <module>
+    num_epochs=opt.total_epoch)
+  File "train.py", line 379, in train_model
+    running_loss += loss.item() * now_batch_size
+RuntimeError: CUDA error: device-side assert triggered
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorAssert'}),
+    # zhanghang1989/PyTorch-Encoding#23
+    Case('device_assert_0.3_thcudacheck', r"""
+  THCudaCheck FAIL file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=58 error=59 : device-side assert triggered
+Traceback (most recent call last):
+  File "main.py", line 171, in <module>
+    main()
+  File "/usr/local/lib/python3.6/site-packages/torch/autograd/__init__.py", line 99, in backward
+    variables, grad_variables, retain_graph)
+RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/torch/lib/THC/generic/THCStorage.cu:58
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorAssert'}),
+    # ssnl/dataset-distillation#58
+    Case('device_assert_logging_prefix', r"""
+2022-12-28 16:13:02 [ERROR]    File "/home/user/dataset-distillation/basics.py", line 138, in evaluate_models
+2022-12-28 16:13:02 [ERROR]      losses[k] += task_loss(state, output, target, reduction='sum').item()  # sum up batch loss
+2022-12-28 16:13:02 [ERROR]  RuntimeError: CUDA error: device-side assert triggered
+Begin of epoch 0 (1 unknown_init nets):   0%|          | 0/2 [00:01<?, ?it/s]Traceback (most recent call last):
+  File "main.py", line 402, in <module>
+    main(options.get_state())
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorAssert'}),
+    # sgl-project/sglang#20859
+    Case('store_recvvalue_reset_k8s_host', r"""
+[rank8]:[W318 10:00:41.929037914 ProcessGroupNCCL.cpp:1771] [PG ID 0 PG GUID 0 Rank 8] Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: Connection reset by peer
+[rank12]:[W318 10:00:41.915284135 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=135, addr=[sglang-0-1.sglang.default.svc.cluster.local]:48750, remote=[sglang-0.default.pod.cluster.local]:20000): Connection reset by peer
+Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:679 (most recent call first):
+""",
+         ['connection_reset'], 1, {'port': 20000}),
+    # pytorch/pytorch#128680
+    Case('store_dump_flag_at_exit_2.4', r"""
+[rank1]:[E614 11:14:03.086670611 ProcessGroupNCCL.cpp:1319] [PG 0 Rank 1] Failed to get exception dump flag from the global store.Connection reset by peer
+Exception raised from recvBytes at /projs/framework/user/pytorch/torch/csrc/distributed/c10d/Utils.hpp:669 (most recent call first):
+frame #0: <unknown function> + 0x121eb6 (0x7f1d54e02eb6 in /projs/framework/user/venv/lib/python3.10/site-packages/torch/lib/libc10.so)
+""",
+         [], 0, {}),
+    # pytorch/pytorch#153586
+    Case('store_recv_0_bytes_2.8', r"""
+[W514 18:33:36.536327028 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=3, addr=[localhost]:34658, remote=[localhost]:1234): Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?
+""",
+         ['connection_reset'], 1, {'port': 1234}),
+    # huggingface/open-r1#620
+    Case('wd_wrapped_interleaved_terminate', r"""
+terminate called after throwing an instance of 'c10::DistBackendErrorterminate called after throwing an instance of ''
+terminate called after throwing an instance of 'terminate called after throwing an instance of 'terminate called after throwing an instan
+ce of 'c10::DistBackendErrorc10::DistBackendError'
+terminate called after throwing an instance of 'c10::DistBackendErrorc10::DistBackendError'
+c10::DistBackendError'
+'
+'
+  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: [Rank 3] Watchdog caught colle
+ctive operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for 1800011 millisecond
+s before timing out.
+Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632 (most recent call first):
+""",
+         ['nccl_timeout'], 1, {'seq_num': 4, 'op_type': 'BROADCAST', 'timeout_ms': 1800000}),
+    # NVIDIA/Megatron-LM#935
+    Case('wd_reduce_scatter_ngc', r"""
+terminate called after throwing an instance of 'c10::DistBackendError'
+  what():  [PG 1 Rank 7] Process group watchdog thread terminated with exception: [Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=199, OpType=_REDUCE_SCATTER_BASE, NumelIn=7098994688, NumelOut=443687168, Timeout(ms)=600000) ran for 882725 milliseconds before timing out.
+Exception raised from checkTimeout at /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:567 (most recent call first):
+""",
+         ['nccl_timeout'], 1, {'seq_num': 199, 'op_type': '_REDUCE_SCATTER_BASE', 'numel_in': 7098994688}),
 ]
 
 
