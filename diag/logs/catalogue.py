@@ -50,7 +50,10 @@ ENTRIES: tuple[Entry, ...] = (
        "timeout: WorkNCCL(SeqNum=25980, OpType=ALLREDUCE, NumelIn=4194304, NumelOut=4194304, Timeout(ms)=600000) "
        "ran for 600027 milliseconds before timing out.",
        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=14, "
-       "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800546 milliseconds before timing out.")),
+       "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800546 milliseconds before timing out.",
+       "[rank5]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 5] Received a "
+       "dump signal due to a collective timeout from  rank 2 and we will try our best to dump the debug info. Last "
+       "enqueued NCCL work: 136, last completed NCCL work: 136.")),
     E("nccl_heartbeat_stuck", ERROR, "nccl-heartbeat-stuck",
       "the NCCL watchdog thread itself hung (a CUDA or NCCL call blocked)",
       ("a CUDA call blocked on a faulty GPU", "a deadlock inside NCCL after a peer died"),
@@ -165,7 +168,10 @@ ENTRIES: tuple[Entry, ...] = (
       ("[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying "
        "to connect to (10.7.1.28, 29500).",
        "RuntimeError: Timed out initializing process group in store based barrier on rank: 12, for key: "
-       "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)")),
+       "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)",
+       "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+       "via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: "
+       "/default_pg/0//cuda//0")),
     E("connection_reset", ERROR, "connection-reset",
       "the connection to the c10d store broke: the rendezvous host or its process went away",
       ("the process hosting the store (rank 0 / the agent) exited or crashed", "the store host rebooted or lost "
@@ -266,7 +272,9 @@ ENTRIES: tuple[Entry, ...] = (
       "check `dmesg | grep -i oom` and host memory use; the scheduler's log",
       ("Killed",
        "/bin/bash: line 1: 12345 Killed                  python train.py",
-       "Signal 9 (SIGKILL) received by PID 4242")),
+       "Signal 9 (SIGKILL) received by PID 4242",
+       "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+       "'--local_rank=0'] exits with return code = -9")),
     E("sigabrt", ERROR, "worker-sigabrt", "a worker aborted (signal 6)",
       ("the NCCL watchdog took the process down after an error", "an uncaught C++ exception"),
       "look for the error printed just before the abort",

@@ -87,6 +87,17 @@ def _work_status(m: re.Match[str], msg: str):
     return "nccl_timeout_status", f
 
 
+def _dump_signal(m: re.Match[str], msg: str):
+    """2.3+: a rank learns of a collective timeout (its own or another rank's) and dumps its debug info."""
+    f: dict = {}
+    if m["src"]:
+        f["timeout_detected_by_rank"] = int(m["src"])
+    w = re.search(r"[Ll]ast enqueued NCCL work: (\d+), last completed NCCL work: (\d+)", msg)
+    if w:
+        f["last_enqueued_work"], f["last_completed_work"] = int(w[1]), int(w[2])
+    return "nccl_timeout_status", f
+
+
 def _heartbeat(m: re.Match[str], msg: str):
     f: dict = {}
     s = re.search(r"stuck for (\d+) seconds", msg)
@@ -329,6 +340,29 @@ def _store_barrier(m: re.Match[str], msg: str):
     return "rendezvous_timeout", f
 
 
+def _unique_id_timeout(m: re.Match[str], msg: str):
+    """A rank waited in the store for rank 0's ncclUniqueId and it never came (rank 0 never got there)."""
+    f: dict = {"reason": "ncclUniqueId not published in the store", "unique_id_from_rank": int(m["src"]),
+               "store_error": m["err"].strip()[:200]}
+    t = re.search(r"after (\d+) ?ms", m["err"])
+    if t:
+        f["store_timeout_ms"] = int(t[1])
+    return "rendezvous_timeout", f
+
+
+def _launcher_exit(m: re.Match[str], msg: str):
+    """The DeepSpeed launcher's "[...] exits with return code = -9" (a negative code is the signal)."""
+    code = int(m["code"])
+    kind = SIGNAL_KIND.get(-code)
+    if not kind:
+        return None
+    f: dict = {"exitcode": code, "signal": SIGNALS[-code]}
+    lr = re.search(r"--local_rank=(\d+)", msg)
+    if lr:
+        f["local_rank"] = f["failed_local_rank"] = int(lr[1])
+    return kind, f
+
+
 def _spawn_signal(m: re.Match[str], msg: str):
     """torch.multiprocessing: "process 1 terminated with signal SIGKILL"."""
     num = next((n for n, v in catalogue.SIGNALS.items() if v[0] == m["name"]), None)
@@ -479,6 +513,10 @@ RULES: list[Rule] = [
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
                             r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
          _work_status),
+    # "Received a dump signal due to a collective timeout from  rank 2 and ..." (2.5+), "... from this local rank"
+    # (also cut there by a terminal), "Received a timeout signal from this local rank and will start to dump" (2.3)
+    Rule("Received a", R(r"Received a (?:timeout signal|dump signal due to a collective timeout) from\s+"
+                         r"(?:this local|rank (?P<src>\d+))"), _dump_signal),
     Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat,
          ("eartbeat monitor",)),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
@@ -512,6 +550,11 @@ RULES: list[Rule] = [
                        r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
     Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
     Rule("store based barrier", R(r"Timed out initializing process group in store based barrier"), _store_barrier),
+    # "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key
+    # '0', but store->get('0') got error: wait timeout after 600000ms" (also "Timeout waiting for key", "Socket
+    # Timeout"); a reset connection there is connection_reset
+    Rule("ncclUniqueId", R(r"ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store.*? got (?:error|exception): "
+                           r"(?P<err>(?i:wait timeout|timeout waiting for key|socket timeout).*)"), _unique_id_timeout),
     Rule("terminated with signal", R(r"process (?P<proc>\d+) terminated with signal (?P<name>SIG\w+)"), _spawn_signal),
     # the client retries a refused store connection until its timeout: the same failure class
     Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
@@ -520,6 +563,7 @@ RULES: list[Rule] = [
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
+    Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),

@@ -658,6 +658,58 @@ terminate called after throwing an instance of 'c10::DistBackendError'
 Exception raised from checkTimeout at /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:567 (most recent call first):
 """,
          ['nccl_timeout'], 1, {'seq_num': 199, 'op_type': '_REDUCE_SCATTER_BASE', 'numel_in': 7098994688}),
+    # lsdefine/simple_GRPO#46
+    Case('dump_signal_from_other_rank_2.6', r"""
+[rank5]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 5] Received a dump signal due to a collective timeout from  rank 2 and we will try our best to dump the debug info. Last enqueued NCCL work: 136, last completed NCCL work: 136.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc.
+[rank0]:[E723 01:58:45.667749122 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1
+""",
+         ['nccl_timeout'], 1, {}),
+    # snowflakedb/ArcticTraining#219
+    Case('dump_signal_local_deepspeed_kill', r"""
+[rank0]:[E626 16:48:26.329225880 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 0] Received a dump signal due to a collective timeout from  rank 4 and we will try our best to dump the debug info. Last enqueued NCCL work: 120055, last completed NCCL work: 120051.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc.
+[rank0]:[E626 16:48:26.329361418 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1
+[2025-06-26 16:48:28,488] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 174644
+""",
+         ['nccl_timeout'], 1, {}),
+    # meta-pytorch/torchtune#2651
+    Case('dump_signal_wrapped_160', r"""
+[rank1]:[E430 05:09:48.046336354 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 1] ProcessGroupNCCL preparing to dump debug info. Include stack trace:
+ 1
+[rank7]:[E430 05:09:48.083703086 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 7] Received a dump signal due to a collective timeout from this local
+rank and we will try our best to dump the debug info. Last enqueued NCCL work: 9387, last completed NCCL work: 9386.This is most likely caused by incorrect usages of
+collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. Additio
+nally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc.
+""",
+         ['nccl_timeout'], 1, {}),
+    # NVIDIA-NeMo/Speech#14399
+    Case('uniqueid_store_wait_timeout_nemo', r"""
+B-nemo-ft3/0 [default1]:[rank1]:   File "/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py", line 2780, in broadcast
+B-nemo-ft3/0 [default1]:[rank1]:     work = group.broadcast([tensor], opts)
+B-nemo-ft3/0 [default1]:[rank1]:            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+B-nemo-ft3/0 [default1]:[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: /default_pg/0//cuda//0
+B-nemo-ft3/0 [default1]:[rank1]: Exception raised from doWait at /opt/pytorch/pytorch/torch/csrc/distributed/c10d/TCPStore.cpp:578 (most recent call first):
+""",
+         ['rendezvous_timeout'], 1, {}),
+    # pytorch/pytorch#68597
+    Case('uniqueid_store_socket_timeout', r"""
+RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got exception: Socket Timeout
+Exception raised from recvBytes at caffe2/torch/csrc/distributed/c10d/Utils.hpp:595 (most recent call first):
+""",
+         ['rendezvous_timeout'], 1, {}),
+    # deepspeedai/DeepSpeed#3232
+    Case('deepspeed_launcher_rc_-9', r"""
+[2023-04-14 13:11:27,879] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266
+[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=0', '--data_path', 'Dahoas/rm-static', '--model_name_or_path', 'facebook/opt-125m', '--per_device_train_batch_size', '2', '--zero_stage', '2', '--deepspeed', '--output_dir', '/content/output/actor-models/125m'] exits with return code = -9
+""",
+         ['sigkill'], 1, {'exitcode': -9}),
+    # deepspeedai/DeepSpeedExamples#626
+    Case('deepspeed_launcher_rc_-11', r"""
+[2023-07-10 04:09:43,963] [INFO] [logging.py:93:log_dist] [Rank 0] DeepSpeed info: version=0.8.3, git-hash=unknown, git-branch=unknown
+fdsui[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94984
+[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94985
+[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/homes/user/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/user/config/deepspeed_config.json'] exits with return code = -11
+""",
+         ['segfault'], 1, {'exitcode': -11}),
 ]
 
 
