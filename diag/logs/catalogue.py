@@ -111,7 +111,9 @@ ENTRIES: tuple[Entry, ...] = (
        "Broken pipe",
        "gpu-3:271408:271583 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer "
        "gpu-3.cluster<47861>",
-       "node-1:31855:32534 [0] NCCL INFO proxy.cc:698 -> 6")),
+       "node-1:31855:32534 [0] NCCL INFO proxy.cc:698 -> 6",
+       # the same failure quoted after "Last error:" of an exception (2.14-2.18 call it an internal error)
+       "Net : Connection closed by remote peer node-7<50260>")),
     E("ib_completion_error", ERROR, "ib-completion-error",
       "the InfiniBand/RoCE transport got a failed work completion; the status number says what failed",
       ("status 12 (retry counter exceeded): a link, cable or switch problem, or the peer died",

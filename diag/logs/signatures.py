@@ -159,6 +159,14 @@ def _nccl_net_error(m: re.Match[str], msg: str):
     return "nccl_remote_error", f
 
 
+def _nccl_last_error(m: re.Match[str], msg: str):
+    """The same socket failure quoted after "Last error:" of an NCCL exception (no WARN prefix): NCCL 2.14-2.18
+    report a peer that went away as ncclInternalError, the quoted line says what happened."""
+    if "NCCL WARN" in msg:
+        return None  # the WARN line's own rule reads it
+    return _nccl_net_error(m, msg)
+
+
 def _nccl_warn(m: re.Match[str], msg: str):
     f: dict = {}
     text = msg[m.end():].strip()
@@ -527,6 +535,7 @@ RULES: list[Rule] = [
     Rule("retcode", R(r"Failed to execute operation (?P<op>\w+) from rank (?P<rank>\d+), retcode (?P<rc>\d+)"),
          _nccl_retcode),
     Rule("NCCL WARN", _NCCL_NET_ERROR, _nccl_net_error),
+    Rule("Connection closed by remote peer", _NCCL_NET_ERROR, _nccl_last_error, ("Call to recv ", "Call to send ")),
     Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
     # nccl-tests "Test NCCL failure common.cu:958 '...'", and "NCCL failure common.cu:921 '...'" of older
     # nccl-tests and of programs that copied its NCCLCHECK macro

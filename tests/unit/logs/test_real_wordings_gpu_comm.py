@@ -710,6 +710,70 @@ fdsui[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing su
 [2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/homes/user/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/user/config/deepspeed_config.json'] exits with return code = -11
 """,
          ['segfault'], 1, {'exitcode': -11}),
+    # vllm-project/vllm#798
+    Case('internal_last_error_refused_ray', r"""
+(LLMEngine pid=2347640, ip=10.58.226.15) torch.distributed.DistBackendError: NCCL error in: /opt/conda/conda-bld/pytorch_1682343967769/work/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3
+(LLMEngine pid=2347640, ip=10.58.226.15) ncclInternalError: Internal check failed.
+(LLMEngine pid=2347640, ip=10.58.226.15) Last error:
+(LLMEngine pid=2347640, ip=10.58.226.15) Net : Call to recv from 10.58.226.18<38309> failed : Connection refused
+(LLMEngine pid=2347640, ip=10.58.226.15) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::RayWorker.execute_method() (pid=2347716, ip=10.58.226.15, actor_id=cb7b77d2ed800d791eecf3d810000000, repr=<vllm.engine.ray_utils.RayWorker object at 0x7f13f7f0f520>)
+""",
+         ['nccl_internal_error', 'nccl_remote_error'], 1, {'nccl_version': '2.14.3'}),
+    # NVIDIA/nccl#1514
+    Case('internal_last_error_closed_by_peer', r"""
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3
+ncclInternalError: Internal check failed.
+Last error:
+Net : Connection closed by remote peer user<50260>
+Traceback (most recent call last):
+  File "/data108/user/R2GenGPT/train.py", line 55, in <module>
+    main()
+""",
+         ['nccl_internal_error', 'nccl_remote_error'], 1, {'nccl_version': '2.14.3'}),
+    # ray-project/ray_lightning#24
+    Case('ipc_handle_peer_access_ray', r"""
+(pid=909597) RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1603729062494/work/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled cuda error, NCCL version 2.7.8
+(pid=909608) z-pc:909608:910337 [0] NCCL INFO Channel 00 : 0[2d000] -> 1[2e000] via P2P/IPC
+(pid=909608)
+(pid=909608) z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not supported between these two devices
+(pid=909608) z-pc:909608:910337 [0] NCCL INFO transport.cc:68 -> 1
+""",
+         ['nccl_unhandled_cuda_error', 'nccl_warn'], 1, {'nccl_return_code': 1, 'nccl_version': '2.7.8'}),
+    # horovod/horovod#785
+    Case('ipc_handle_nccl2.3_cu_files', r"""
+HOSTNAME:2753:2762 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC handle : 64 peer access is not supported between these two devices
+HOSTNAME:2753:2762 [0] NCCL INFO init.cu:568 -> 1
+HOSTNAME:2753:2762 [0] NCCL INFO init.cu:642 -> 1
+HOSTNAME:4974:4981 [0] NCCL INFO rank 0 nranks 2
+HOSTNAME:4974:4981 [0] NCCL INFO Ring 00 : 0[0] -> 1[0] via P2P/IPC
+
+HOSTNAME:4974:4981 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC handle : 11 invalid argument
+HOSTNAME:4974:4981 [0] NCCL INFO init.cu:568 -> 1
+HOSTNAME:4974:4981 [0] NCCL INFO init.cu:642 -> 1
+""",
+         ['nccl_unhandled_cuda_error', 'nccl_warn'], 1, {'nccl_return_code': 1}),
+    # aws/aws-ofi-nccl#715
+    Case('socket_family_cloudwatch_prefix', r"""
+  | 2024-11-28T07:42:14.532Z | algo-1:17773:17846 [0] NCCL INFO Channel 00/0 : 0[0] -> 7[7] via P2P/CUMEM/read
+  | 2024-11-28T07:42:14.532Z | algo-1:17777:17849 [4] NCCL INFO Connected all rings
+  | 2024-11-28T07:42:14.532Z | algo-1:17774:17862 [1] misc/socket.cc:717 NCCL WARN ncclSocketInit: connecting to address with family 33022 is neither AF_INET(2) nor AF_INET6(10)
+  | 2024-11-28T07:42:14.532Z | algo-1:17774:17862 [1] NCCL INFO transport/net_socket.cc:331 -> 3
+  | 2024-11-28T07:42:14.532Z | algo-1:17774:17862 [1] NCCL INFO transport/net.cc:687 -> 3
+""",
+         ['nccl_internal_error', 'nccl_warn'], 1, {'nccl_return_code': 3}),
+    # NVIDIA/nccl#562
+    Case('ibv_create_qp_tf_bazel_paths', r"""
+hai-a100-3:3778851:3779455 [6] NCCL INFO Using network IBext
+NCCL version 2.8.3+cudaCUDA_MAJOR.CUDA_MINOR
+
+hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed
+hai-a100-3:3778851:3779883 [4] NCCL INFO ib_plugin.c:196 -> 2
+hai-a100-3:3778851:3779883 [4] NCCL INFO ib_plugin.c:273 -> 2
+hai-a100-3:3778851:3779883 [4] NCCL INFO bazel-out/k8-opt/bin/external/nccl_archive/_virtual_includes/include_hdrs/net.h:21 -> 2
+hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/init.cc:310 -> 2
+hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/group.cc:72 -> 2 [Async thread]
+""",
+         ['nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
 ]
 
 
