@@ -774,6 +774,74 @@ hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/init.cc:310 -
 hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/group.cc:72 -> 2 [Async thread]
 """,
          ['nccl_system_error', 'nccl_warn'], 1, {'nccl_return_code': 2}),
+    # NVIDIA/nccl#1814
+    Case('ib_plugin_recv_status12_then_5', r"""
+hostname-test:984:1357 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 172.36.143.59<44206> with status=12 opcode=129 len=65536 vendor err 129 (Recv) localGid ::ffff:29.87.88.182 remoteGids::ffff:29.87.4.221
+hostname-test:984:1357 [4] NCCL INFO transport/net.cc:1298 -> 6
+hostname-test:984:1357 [4] NCCL INFO proxy.cc:694 -> 6
+hostname-test:984:1357 [4] NCCL INFO proxy.cc:874 -> 6 [Progress Thread]
+
+hostname-test:984:1357 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 172.36.143.59<44206> with status=5 opcode=32656 len=32659 vendor err 249 (Recv) localGid ::ffff:29.87.88.182 remoteGids::ffff:29.87.4.221
+hostname-test:984:1357 [4] NCCL INFO transport/net.cc:1298 -> 6
+hostname-test:984:1357 [4] NCCL INFO proxy.cc:694 -> 6
+""",
+         ['ib_completion_error', 'nccl_remote_error', 'nccl_warn'], 1, {'ib_completion_error': 12, 'vendor_err': 129, 'nccl_return_code': 6}),
+    # NVIDIA/nccl#1405
+    Case('ib_plugin_ipv6_gids', r"""
+kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f
+kp-ddp-worker-0:3468:3905 [4] NCCL INFO transport/net.cc:1302 -> 6
+kp-ddp-worker-0:3468:3905 [4] NCCL INFO proxy.cc:698 -> 6
+kp-ddp-worker-0:3468:3905 [4] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]
+""",
+         ['ib_completion_error', 'nccl_remote_error', 'nccl_warn'], 1, {'ib_completion_error': 12, 'vendor_err': 129}),
+    # mila-iqia/milabench#269
+    Case('wd_job_runner_prefix_wrapped', r"""
+dinov2-giant-nodes.cn-d003.nolog [stderr] frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7f5ac45796fc in
+/tmp/workspace/cuda/results/venv/torch/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so)
+dinov2-giant-nodes.cn-d003.nolog [stderr] frame #4: <unknown function> + 0xdbbf4 (0x7f5b11cc7bf4 in /home/user/conda/envs/py310/bin/../lib/libstdc++.so.6)
+dinov2-giant-nodes.cn-d003.nolog [stderr]
+dinov2-giant-nodes.cn-d003.nolog [stderr] [rank6]:[E909 09:55:35.239719860 ProcessGroupNCCL.cpp:1515] [PG 0 (default_pg) Rank 6] Process group watchdog thread terminated
+with exception: [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2070, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600022
+milliseconds before timing out.
+dinov2-giant-nodes.cn-d003.nolog [stderr] Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):
+""",
+         ['nccl_timeout'], 1, {'seq_num': 2070, 'op_type': 'ALLREDUCE', 'timeout_ms': 600000}),
+    # vllm-project/vllm#2734
+    Case('wd_ray_ansi_remnants', r"""
+INFO 02-03 13:14:04 llm_engine.py:706] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%
+ [36m(RayWorkerVllm pid=5085) [0m [E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=20518, OpType=ALLREDUCE, NumelIn=106496, NumelOut=106496, Timeout(ms)=1800000) ran for 1800270 milliseconds before timing out.
+ [36m(RayWorkerVllm pid=5310) [0m [W CUDAGraph.cpp:145] Warning: Waiting for pending NCCL work to finish before starting graph capture. (function operator()) [32m [repeated 6x across cluster] [0m
+""",
+         ['nccl_timeout'], 1, {'seq_num': 20518, 'op_type': 'ALLREDUCE', 'timeout_ms': 1800000}),
+    # vllm-project/vllm#6042
+    Case('wd_gather_ray_timeout_at_work', r"""
+[36m(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=158046, OpType=GATHER, NumelIn=2867200, NumelOut=0, Timeout(ms)=600000) ran for 600027 milliseconds before timing out.
+(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045.
+(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:577] [Rank 1] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.
+(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:583] [Rank 1] To avoid data inconsistency, we are taking the entire process down.
+(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=158046, OpType=GATHER, NumelIn=2867200, NumelOut=0, Timeout(ms)=600000) ran for 600027 milliseconds before timing out.
+""",
+         ['nccl_timeout'], 1, {'seq_num': 158046, 'op_type': 'GATHER', 'numel_out': 0, 'last_completed_work': 158045}),
+    # NVIDIA/nccl-tests#227 + NVIDIA/nccl#1609 + NVIDIA/nccl#1657
+    Case('healthy_nccl_init_info_only', r"""
+ai-worker01:5771:5771 [0] NCCL INFO Bootstrap : Using eth0:172.16.121.86<0>
+ai-worker01:5771:5771 [0] NCCL INFO cudaDriverVersion 12040
+NCCL version 2.21.5+cuda12.4
+ai-worker01:5771:5783 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so
+ai-worker01:5771:5783 [0] NCCL INFO P2P plugin IBext_v8
+ai-worker01:5771:5783 [0] NCCL INFO NET/IB : Using [0]irdma0:1/RoCE [1]irdma3:1/RoCE [RO]; OOB eth0:172.16.121.86<0>
+ai-worker01:5771:5783 [0] NCCL INFO Using network IBext_v8
+ai-worker03:4940:4951 [0] NCCL INFO ncclCommInitRank comm 0x55d9607ee240 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 61000 commId 0x6c4ab36b0d2ee98c - Init START
+tj5-h800-dev01:534:1763 [3] NCCL INFO NVLS comm 0x7f1928e6e060 headRank 3 nHeads 4 buffSize 4194304 memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize 805306368
+tj5-h800-dev01:533:1765 [2] NCCL INFO threadThresholds 8/8/64 | 32/8/64 | 512 | 512
+tj5-h800-dev01:533:1765 [2] NCCL INFO 16 coll channels, 0 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer
+leader-0:88:157 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0
+leader-0:88:159 [0] NCCL INFO transport/net_ib.cc:985 Ib Alloc Size 181568 pointer 0x7f4ff8024000
+leader-0:88:159 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 0.
+node-2:25172:25848 [1] NCCL INFO [Service thread] Connection closed by localRank 0
+node-2:25148:25846 [3] NCCL INFO [Service thread] Connection closed by localRank 0
+""",
+         [], 0, {}),
 ]
 
 
