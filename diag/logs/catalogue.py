@@ -149,7 +149,8 @@ ENTRIES: tuple[Entry, ...] = (
        "RuntimeError: CUDA error: misaligned address",
        "RuntimeError: CUDA error: device-side assert triggered",
        "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/torch/lib/THC/generic/"
-       "THCStorage.cu:58")),
+       "THCStorage.cu:58",
+       "torch.AcceleratorError: HIP error: an illegal memory access was encountered")),
     E("ecc_xid", ERROR, "ecc-xid", "the NVIDIA driver logged a GPU fault (Xid) or an uncorrectable ECC error",
       ("hardware Xids (48, 63, 64, 74, 79, 92, 94, 95, 119, 120...): memory, NVLink, bus or firmware faults",
        "application Xids (13, 31, 43...): a kernel fault in the job's own code"),

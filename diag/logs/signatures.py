@@ -545,9 +545,11 @@ RULES: list[Rule] = [
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
     Rule("Cuda failure", R(r"Cuda failure (?:(\d+) )?'([^']*)'"), _cuda_failure),
-    # PyTorch <= 1.0 (THC): "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/..."
-    Rule("CUDA error", R(r"(?:CUDA error|cuda runtime error \(\d+\) ?): (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors"
-                         r"| Compile with| at /\S+:\d+$)"), _cuda_error, ("cuda runtime error",)),
+    # PyTorch <= 1.0 (THC): "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/...";
+    # ROCm builds: "torch.AcceleratorError: HIP error: an illegal memory access was encountered"
+    Rule("CUDA error", R(r"(?:CUDA error|HIP error|cuda runtime error \(\d+\) ?): (?P<text>[^\n]*?)(?:$|\n"
+                         r"| CUDA kernel errors| HIP kernel errors| Compile with| at /\S+:\d+$)"), _cuda_error,
+         ("cuda runtime error", "HIP error")),
     # not an Xid 79 line, which says the same and is read above
     Rule("fallen off the bus", R(r"^(?!.*Xid).*NVRM: .*fallen off the bus"), _fallen_off_bus),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),

@@ -842,6 +842,38 @@ node-2:25172:25848 [1] NCCL INFO [Service thread] Connection closed by localRank
 node-2:25148:25846 [3] NCCL INFO [Service thread] Connection closed by localRank 0
 """,
          [], 0, {}),
+    # ROCm/legacy-rocm-build#5742
+    Case('hip_illegal_address_accelerator_error', r"""
+  File "/home/user/COMFY/ComfyUI/comfy/model_management.py", line 1108, in cast_to
+    r.copy_(weight, non_blocking=non_blocking)
+    ~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.AcceleratorError: HIP error: an illegal memory access was encountered
+Search for `hipErrorIllegalAddress' in https://rocm.docs.amd.com/projects/HIP/en/latest/index.html for more information.
+HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing AMD_SERIALIZE_KERNEL=3
+Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorIllegalAddress'}),
+    # ROCm/legacy-rocm-build#6003
+    Case('rocm_terminate_accelerator_error', r"""
+pytorch version: 2.11.0+rocm7.2
+AMD arch: gfx1100
+terminate called after throwing an instance of 'c10::AcceleratorError'
+  what():  CUDA error: an illegal memory access was encountered
+Search for `hipErrorIllegalAddress' in https://rocm.docs.amd.com/projects/HIP/en/latest/index.html for more information.
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing AMD_SERIALIZE_KERNEL=3
+Device-side assertion tracking was not enabled by user.
+Exception raised from SetDevice at /pytorch/c10/hip/HIPFunctions.cpp:334 (most recent call first):
+""",
+         ['cuda_error'], 1, {'cuda_error_name': 'cudaErrorIllegalAddress'}),
+    # antgroup/animate-x#15
+    Case('healthy_ipv6_gai_warning', r"""
+[W socket.cpp:601] [c10d] The IPv6 network addresses of (localhost, 51595) cannot be retrieved (gai error: -2 - Name or service not known).
+[W socket.cpp:601] [c10d] The IPv6 network addresses of (localhost, 51595) cannot be retrieved (gai error: -2 - Name or service not known).
+[W socket.cpp:601] [c10d] The IPv6 network addresses of (localhost, 51595) cannot be retrieved (gai error: -2 - Name or service not known).
+""",
+         [], 0, {}),
 ]
 
 
