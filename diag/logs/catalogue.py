@@ -174,7 +174,9 @@ ENTRIES: tuple[Entry, ...] = (
        "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)",
        "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
        "via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: "
-       "/default_pg/0//cuda//0")),
+       "/default_pg/0//cuda//0",
+       "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+       "torch.distributed.DistStoreError: Socket Timeout")),
     E("connection_reset", ERROR, "connection-reset",
       "the connection to the c10d store broke: the rendezvous host or its process went away",
       ("the process hosting the store (rank 0 / the agent) exited or crashed", "the store host rebooted or lost "

@@ -304,7 +304,7 @@ _STORE_CONTEXT = re.compile(r"(?i)c10d|TCPStore|socket|rendezvous|rdzv|store|MAS
 
 
 def _rdzv_timeout(m: re.Match[str], msg: str):
-    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after")) and \
+    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after", "DistStoreError")) and \
             not _STORE_CONTEXT.search(msg):
         return None  # an HTTP download or a metrics uploader timing out is not a rendezvous failure
     f: dict = {}
@@ -326,7 +326,7 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
         f["endpoint"], f["port"] = f"{a[1]}:{a[2]}", int(a[2])
     if "refused" in msg.lower():
         f["reason"] = "connection refused"
-    j = re.search(r"(\d+)/(\d+) clients joined", msg)
+    j = re.search(r"(\d+)/(\d+) (?:clients|workers) joined", msg)
     if j:
         f["worker_count"], f["world_size"] = int(j[1]), int(j[2])
         f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
@@ -556,9 +556,12 @@ RULES: list[Rule] = [
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
     Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),
     Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
-    # "imed out": also the store's "Timed out after 901 seconds waiting for clients. 1/2 clients joined."
+    # "imed out": also the store's "Timed out after 901 seconds waiting for clients. 1/2 clients joined." (2.2:
+    # "... waiting for workers. 1/2 workers joined.")
     Rule("imed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
-                       r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+                       r"|Timed out after \d+ seconds waiting for (?:clients|workers)"), _rdzv_timeout),
+    # a store operation that timed out: "torch.distributed.DistStoreError: Socket Timeout" (older: RuntimeError)
+    Rule("Socket Timeout", R(r"(?:DistStoreError|RuntimeError): Socket Timeout"), _rdzv_timeout),
     Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
     Rule("store based barrier", R(r"Timed out initializing process group in store based barrier"), _store_barrier),
     # "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key

@@ -874,6 +874,53 @@ Exception raised from SetDevice at /pytorch/c10/hip/HIPFunctions.cpp:334 (most r
 [W socket.cpp:601] [c10d] The IPv6 network addresses of (localhost, 51595) cannot be retrieved (gai error: -2 - Name or service not known).
 """,
          [], 0, {}),
+    # OpenRLHF/OpenRLHF#1040
+    Case('store_clients_joined_1801', r"""
+torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.
+""",
+         ['rendezvous_timeout'], 1, {'worker_count': 1, 'world_size': 3}),
+    # pytorch/pytorch#111805
+    Case('store_workers_joined_2.2', r"""
+creating store
+torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.
+""",
+         ['rendezvous_timeout'], 1, {'worker_count': 1, 'world_size': 2}),
+    # alibaba/Pai-Megatron-Patch#468
+    Case('store_socket_timeout_torchrun_agent', r"""
+W0219 12:09:28.313000 140145133409408 torch/distributed/run.py:757] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed.
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 254, in launch_agent
+    result = agent.run()
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/metrics/api.py", line 123, in wrapper
+    result = f(*args, **kwargs)
+torch.distributed.DistStoreError: Socket Timeout
+""",
+         ['rendezvous_timeout'], 1, {}),
+    # pytorch/pytorch#131755
+    Case('nccl_warn_cuda_failure_700', r"""
+n122-164-108:7400:7642 [1] include/alloc.h:125 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'
+n122-164-108:7400:7642 [1] NCCL INFO include/alloc.h:246 -> 1
+
+n122-164-108:7400:7642 [1] include/alloc.h:125 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'
+n122-164-108:7400:7642 [1] NCCL INFO include/alloc.h:246 -> 1
+""",
+         ['nccl_unhandled_cuda_error', 'nccl_warn'], 1, {'cuda_failure_code': 700}),
+    # NVIDIA/nccl#629
+    Case('nccltests_reset_then_illegal_access', r"""
+A03-R28-2:104934:105018 [0] NCCL INFO include/net.h:28 -> 2
+A03-R28-2:104934:105018 [0] NCCL INFO transport/net.cc:389 -> 2
+A03-R28-2:104934:105018 [0] NCCL INFO proxy.cc:452 -> 2 [Proxy Thread]
+
+A03-R28-3:46841:46987 [0] include/socket.h:428 NCCL WARN Net : Call to recv from 11.127.49.2<36048> failed : Connection reset by peer
+A03-R28-3:46841:46987 [0] NCCL INFO transport/net_ib.cc:619 -> 2
+A03-R28-3:46841:46987 [0] NCCL INFO proxy.cc:452 -> 2 [Proxy Thread]
+
+A03-R28-2:104934:104934 [1] init.cc:204 NCCL WARN Cuda failure 'an illegal memory access was encountered'
+A03-R28-2:104934:104934 [1] NCCL INFO init.cc:990 -> 1
+A03-R28-2: Test NCCL failure common.cu:497 'unhandled cuda error'
+ .. A03-R28-2 pid 104934: Test failure common.cu:587
+ .. A03-R28-2 pid 104934: Test failure common.cu:766
+""",
+         ['nccl_remote_error', 'nccl_system_error', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1, {}),
 ]
 
 
