@@ -921,6 +921,30 @@ A03-R28-2: Test NCCL failure common.cu:497 'unhandled cuda error'
  .. A03-R28-2 pid 104934: Test failure common.cu:766
 """,
          ['nccl_remote_error', 'nccl_system_error', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1, {}),
+    # ofsoundof/GRL-Image-Restoration#27
+    Case('client_connect_errno110_any_address', r"""
+trainer/0 [1]:[W socket.cpp:558] [c10d] The client socket has failed to connect to [::ffff:0.0.0.5]:40323 (errno: 110 - Connection timed out).
+trainer/0 [0]:[W socket.cpp:558] [c10d] The client socket has failed to connect to [::ffff:0.0.0.5]:40323 (errno: 110 - Connection timed out).
+
+trainer/0 [1]:[W socket.cpp:558] [c10d] The client socket has failed to connect to 0.0.0.5:40323 (errno: 110 - Connection timed out).
+trainer/0 [1]:[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of (05, 40323).
+trainer/0 [0]:[W socket.cpp:558] [c10d] The client socket has failed to connect to 0.0.0.5:40323 (errno: 110 - Connection timed out).
+trainer/0 [0]:[E socket.cpp:610] [c10d] The client socket has failed to connect to any network address of (05, 40323).
+""",
+         ['rendezvous_timeout'], 1, {'port': 40323}),
+    # hpcaitech/Open-Sora#667
+    Case('client_connect_errno110_socket_cpp_697', r"""
+[W socket.cpp:697] [c10d] The client socket has failed to connect to [::ffff:0.104.99.143]:47389 (errno: 110 - Connection timed out).
+[W socket.cpp:697] [c10d] The client socket has failed to connect to 0.104.99.143:47389 (errno: 110 - Connection timed out).
+[E socket.cpp:753] [c10d] The client socket has failed to connect to any network address of (6841231, 47389).
+""",
+         ['rendezvous_timeout'], 1, {'port': 47389}),
+    # sgl-project/sglang#2561
+    Case('healthy_ipv6_family_not_supported', r"""
+[W1226 15:35:11.626067741 socket.cpp:752] [c10d] The client socket cannot be initialized to connect to [sws-h100-05.example.org]:8000 (errno: 97 - Address family not supported by protocol).
+[W1226 15:35:12.800892117 socket.cpp:752] [c10d] The client socket cannot be initialized to connect to [sws-h100-05.example.org]:8000 (errno: 97 - Address family not supported by protocol).
+""",
+         [], 0, {}),
 ]
 
 
