@@ -246,7 +246,8 @@ class LogAnalyzer:
                 self._close_block()
             else:
                 return 1
-        if ("WorkNCCL(" in pre.message or "timeout:" in pre.message) and needs_continuation(pre.message):
+        if ("WorkNCCL(" in pre.message or "timeout:" in pre.message or "exception:" in pre.message) \
+                and needs_continuation(pre.message):
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
         self._line_text = None if glued else text

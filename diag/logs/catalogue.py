@@ -50,7 +50,10 @@ ENTRIES: tuple[Entry, ...] = (
        "timeout: WorkNCCL(SeqNum=25980, OpType=ALLREDUCE, NumelIn=4194304, NumelOut=4194304, Timeout(ms)=600000) "
        "ran for 600027 milliseconds before timing out.",
        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=14, "
-       "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800546 milliseconds before timing out.")),
+       "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800546 milliseconds before timing out.",
+       "[rank5]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 5] Received a "
+       "dump signal due to a collective timeout from  rank 2 and we will try our best to dump the debug info. Last "
+       "enqueued NCCL work: 136, last completed NCCL work: 136.")),
     E("nccl_heartbeat_stuck", ERROR, "nccl-heartbeat-stuck",
       "the NCCL watchdog thread itself hung (a CUDA or NCCL call blocked)",
       ("a CUDA call blocked on a faulty GPU", "a deadlock inside NCCL after a peer died"),
@@ -108,7 +111,9 @@ ENTRIES: tuple[Entry, ...] = (
        "Broken pipe",
        "gpu-3:271408:271583 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer "
        "gpu-3.cluster<47861>",
-       "node-1:31855:32534 [0] NCCL INFO proxy.cc:698 -> 6")),
+       "node-1:31855:32534 [0] NCCL INFO proxy.cc:698 -> 6",
+       # the same failure quoted after "Last error:" of an exception (2.14-2.18 call it an internal error)
+       "Net : Connection closed by remote peer node-7<50260>")),
     E("ib_completion_error", ERROR, "ib-completion-error",
       "the InfiniBand/RoCE transport got a failed work completion; the status number says what failed",
       ("status 12 (retry counter exceeded): a link, cable or switch problem, or the peer died",
@@ -118,8 +123,11 @@ ENTRIES: tuple[Entry, ...] = (
       ("node-2:29146:29854 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.8.12.1<49189> "
        "with status=12 opcode=1 len=0 vendor err 129 (Send) localGid ::ffff:10.8.12.2 remoteGids::ffff:10.8.12.1",
        "node-2:29146:29854 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 0, "
-       "len 0, vendor err 129"),
-      patterns=(r"NET/IB ?: Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<ib_status>\d+)"
+       "len 0, vendor err 129",
+       # a vendor IB plugin's prefix ("NET/IBP"), without the space before "Got"
+       "worker-1:2304:2356 [5] NCCL WARN NET/IBP:Got completion from peer 10.6.13.83<36315> with status=12 "
+       "opcode=32698 len=32696 vendor err 129 (Send)"),
+      patterns=(r"NET/IB\w* ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<ib_status>\d+)"
                 r"(?:,? opcode[= ]?(?P<ib_opcode>\d+))?(?:,? len[= ]?\d+)?(?:,? vendor err (?P<vendor_err>\d+))?",),
       keywords=("Got completion",)),
     E("cuda_oom", ERROR, "cuda-oom", "the GPU ran out of memory",
@@ -139,13 +147,19 @@ ENTRIES: tuple[Entry, ...] = (
       ("RuntimeError: CUDA error: an illegal memory access was encountered",
        "RuntimeError: CUDA error: unspecified launch failure",
        "RuntimeError: CUDA error: misaligned address",
-       "RuntimeError: CUDA error: device-side assert triggered")),
+       "RuntimeError: CUDA error: device-side assert triggered",
+       "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/torch/lib/THC/generic/"
+       "THCStorage.cu:58",
+       "torch.AcceleratorError: HIP error: an illegal memory access was encountered")),
     E("ecc_xid", ERROR, "ecc-xid", "the NVIDIA driver logged a GPU fault (Xid) or an uncorrectable ECC error",
       ("hardware Xids (48, 63, 64, 74, 79, 92, 94, 95, 119, 120...): memory, NVLink, bus or firmware faults",
        "application Xids (13, 31, 43...): a kernel fault in the job's own code"),
       "for hardware Xids drain the node and run the vendor diagnostics; for application Xids fix the software first",
       ("[Tue Mar  5 10:11:12 2024] NVRM: Xid (PCI:0000:b1:00): 79, pid=1234, GPU has fallen off the bus.",
-       "RuntimeError: CUDA error: uncorrectable ECC error encountered")),
+       "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+       # the driver's own words, without an Xid line (newer drivers spread it over three NVRM lines)
+       "               NVRM: fallen off the bus and is not responding to commands.",
+       "[ 1843.308145] NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.")),
     E("rendezvous_address_in_use", ERROR, "rendezvous-address-in-use",
       "the c10d store could not bind its port (errno 98)",
       ("another job or a leftover process holds the port",), "pick a free MASTER_PORT or end the old process",
@@ -157,7 +171,12 @@ ENTRIES: tuple[Entry, ...] = (
       ("[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying "
        "to connect to (10.7.1.28, 29500).",
        "RuntimeError: Timed out initializing process group in store based barrier on rank: 12, for key: "
-       "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)")),
+       "store_based_barrier_key:1 (world_size=2048, worker_count=1792, timeout=0:30:00)",
+       "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+       "via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms, keys: "
+       "/default_pg/0//cuda//0",
+       "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+       "torch.distributed.DistStoreError: Socket Timeout")),
     E("connection_reset", ERROR, "connection-reset",
       "the connection to the c10d store broke: the rendezvous host or its process went away",
       ("the process hosting the store (rank 0 / the agent) exited or crashed", "the store host rebooted or lost "
@@ -175,9 +194,10 @@ ENTRIES: tuple[Entry, ...] = (
        "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
        "store by key '0', but store->get('0') got error: Connection reset by peer"),
       # not the benign exit-time warning of a healthy run ("Failed to check the \"should dump\" flag on
-      # TCPStore, (maybe TCPStore server has shut down too early)")
+      # TCPStore, (maybe TCPStore server has shut down too early)"; 2.3/2.4: "Failed to get exception dump flag
+      # from the global store.Connection reset by peer")
       # nor a client's connect retry ("TCP client failed to connect/validate to host ... - retrying")
-      patterns=(r"(?i)^(?!.*(?:should dump|shut down too early|destroy_process_group|- retrying))"
+      patterns=(r"(?i)^(?!.*(?:should dump|dump flag|shut down too early|destroy_process_group|- retrying))"
                 r"(?:.*?)(?:TCPStore|recvValue|recvBytes|sendBytes|c10d|DistStoreError|DistNetworkError|store)\b.*?"
                 r"(?P<reset>Connection reset by peer|Broken pipe|Connection closed by peer|recvValue failed)",
                 r"(?P<reset>Connection was likely closed)\. Did the remote server shutdown or crash"),
@@ -291,7 +311,9 @@ ENTRIES: tuple[Entry, ...] = (
       "check `dmesg | grep -i oom` and host memory use; the scheduler's log",
       ("Killed",
        "/bin/bash: line 1: 12345 Killed                  python train.py",
-       "Signal 9 (SIGKILL) received by PID 4242")),
+       "Signal 9 (SIGKILL) received by PID 4242",
+       "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+       "'--local_rank=0'] exits with return code = -9")),
     E("sigabrt", ERROR, "worker-sigabrt", "a worker aborted (signal 6)",
       ("the NCCL watchdog took the process down after an error", "an uncaught C++ exception"),
       "look for the error printed just before the abort",

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from llmdiag.logs import catalogue
 from llmdiag.logs.unwrap import needs_continuation
 
-_GIB = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
+_GIB = {"b": 1 / 2**30, "bytes": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 1024, "gib": 1.0, "tib": 1024.0,
         "kb": 1 / 2**20, "mb": 1 / 1024, "gb": 1.0}
 SIGNALS = {n: v[0] for n, v in catalogue.SIGNALS.items()}
 SIGNAL_KIND = {n: v[1] for n, v in catalogue.SIGNALS.items() if v[1]}
@@ -87,6 +87,17 @@ def _work_status(m: re.Match[str], msg: str):
     return "nccl_timeout_status", f
 
 
+def _dump_signal(m: re.Match[str], msg: str):
+    """2.3+: a rank learns of a collective timeout (its own or another rank's) and dumps its debug info."""
+    f: dict = {}
+    if m["src"]:
+        f["timeout_detected_by_rank"] = int(m["src"])
+    w = re.search(r"[Ll]ast enqueued NCCL work: (\d+), last completed NCCL work: (\d+)", msg)
+    if w:
+        f["last_enqueued_work"], f["last_completed_work"] = int(w[1]), int(w[2])
+    return "nccl_timeout_status", f
+
+
 def _heartbeat(m: re.Match[str], msg: str):
     f: dict = {}
     s = re.search(r"stuck for (\d+) seconds", msg)
@@ -148,6 +159,14 @@ def _nccl_net_error(m: re.Match[str], msg: str):
     return "nccl_remote_error", f
 
 
+def _nccl_last_error(m: re.Match[str], msg: str):
+    """The same socket failure quoted after "Last error:" of an NCCL exception (no WARN prefix): NCCL 2.14-2.18
+    report a peer that went away as ncclInternalError, the quoted line says what happened."""
+    if "NCCL WARN" in msg:
+        return None  # the WARN line's own rule reads it
+    return _nccl_net_error(m, msg)
+
+
 def _nccl_warn(m: re.Match[str], msg: str):
     f: dict = {}
     text = msg[m.end():].strip()
@@ -191,12 +210,12 @@ def _oom(m: re.Match[str], msg: str):
     if g:
         f["oom_gpu_index"] = int(g[1])
     for name, rx in (
-        ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB)"),
-        ("oom_free_gib", r"([\d.]+) ([KMGT]iB) free|of which ([\d.]+) ([KMGT]iB) is free"),
-        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB) memory in use"),
-        ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB) already allocated"),
-        ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch"),
-        ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated"),
+        ("oom_total_capacity_gib", r"([\d.]+) ([KMGT]iB|bytes) total capacity|total capac\w* of ([\d.]+) ([KMGT]iB|bytes)"),
+        ("oom_free_gib", r"([\d.]+) ([KMGT]iB|bytes) free|of which ([\d.]+) ([KMGT]iB|bytes) is free"),
+        ("oom_process_in_use_gib", r"this process has ([\d.]+) ([KMGT]iB|bytes) memory in use"),
+        ("oom_allocated_by_pytorch_gib", r"([\d.]+) ([KMGT]iB|bytes) (?:is )?allocated by PyTorch|([\d.]+) ([KMGT]iB|bytes) already allocated"),
+        ("oom_reserved_by_pytorch_gib", r"([\d.]+) ([KMGT]iB|bytes) reserved in total by PyTorch"),
+        ("oom_reserved_unallocated_gib", r"([\d.]+) ([KMGT]iB|bytes) is reserved by PyTorch but unallocated"),
     ):
         x = re.search(rx, msg)
         if x:
@@ -259,6 +278,16 @@ def _xid(m: re.Match[str], msg: str):
     return "ecc_xid", f
 
 
+def _fallen_off_bus(m: re.Match[str], msg: str):
+    """The driver's own "GPU ... has fallen off the bus" without an Xid line (it may span three NVRM lines)."""
+    name, origin, action = catalogue.XIDS[79]
+    f = {"xid_message": "GPU has fallen off the bus", "xid_name": name, "xid_origin": origin, "xid_action": action}
+    pci = re.search(r"GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.?\d?)", msg)
+    if pci:
+        f["pci"] = pci[1]
+    return "ecc_xid", f
+
+
 def _ecc(m: re.Match[str], msg: str):
     return "ecc_xid", {"ecc_message": msg.strip()[:200]}
 
@@ -275,7 +304,7 @@ _STORE_CONTEXT = re.compile(r"(?i)c10d|TCPStore|socket|rendezvous|rdzv|store|MAS
 
 
 def _rdzv_timeout(m: re.Match[str], msg: str):
-    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after")) and \
+    if not m[0].startswith(("connect()", "client socket", "Rendezvous", "Timed out after", "DistStoreError")) and \
             not _STORE_CONTEXT.search(msg):
         return None  # an HTTP download or a metrics uploader timing out is not a rendezvous failure
     f: dict = {}
@@ -289,13 +318,15 @@ def _rdzv_timeout(m: re.Match[str], msg: str):
     e = re.search(r"errno:? (\d+)", msg)
     if e:
         f["errno"] = int(e[1])
-    a = re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
+    # "(host, port)" (1.11+) or "host:port" (2.0/2.1: "... while trying to connect to 10.0.0.1:1234")
+    a = (re.search(r"connect to \(?\[?([\w.:-]+?)\]?, (\d+)\)?", msg)
+         or re.search(r"connect to \[?([\w.-]+?)\]?:(\d{1,5})\b", msg))
     if a:
         f["store_host"], f["store_port"] = a[1], int(a[2])
         f["endpoint"], f["port"] = f"{a[1]}:{a[2]}", int(a[2])
     if "refused" in msg.lower():
         f["reason"] = "connection refused"
-    j = re.search(r"(\d+)/(\d+) clients joined", msg)
+    j = re.search(r"(\d+)/(\d+) (?:clients|workers) joined", msg)
     if j:
         f["worker_count"], f["world_size"] = int(j[1]), int(j[2])
         f["ranks_not_joined"] = f["world_size"] - f["worker_count"]
@@ -315,6 +346,29 @@ def _store_barrier(m: re.Match[str], msg: str):
     if t:
         f["barrier_timeout_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + int(t[3])
     return "rendezvous_timeout", f
+
+
+def _unique_id_timeout(m: re.Match[str], msg: str):
+    """A rank waited in the store for rank 0's ncclUniqueId and it never came (rank 0 never got there)."""
+    f: dict = {"reason": "ncclUniqueId not published in the store", "unique_id_from_rank": int(m["src"]),
+               "store_error": m["err"].strip()[:200]}
+    t = re.search(r"after (\d+) ?ms", m["err"])
+    if t:
+        f["store_timeout_ms"] = int(t[1])
+    return "rendezvous_timeout", f
+
+
+def _launcher_exit(m: re.Match[str], msg: str):
+    """The DeepSpeed launcher's "[...] exits with return code = -9" (a negative code is the signal)."""
+    code = int(m["code"])
+    kind = SIGNAL_KIND.get(-code)
+    if not kind:
+        return None
+    f: dict = {"exitcode": code, "signal": SIGNALS[-code]}
+    lr = re.search(r"--local_rank=(\d+)", msg)
+    if lr:
+        f["local_rank"] = f["failed_local_rank"] = int(lr[1])
+    return kind, f
 
 
 def _spawn_signal(m: re.Match[str], msg: str):
@@ -509,6 +563,10 @@ RULES: list[Rule] = [
     Rule("last enqueued", R(r"Timeout at NCCL work: (?P<seq_num>\d+), last enqueued NCCL work: "
                             r"(?P<last_enqueued_work>\d+), last completed NCCL work: (?P<last_completed_work>\d+)"),
          _work_status),
+    # "Received a dump signal due to a collective timeout from  rank 2 and ..." (2.5+), "... from this local rank"
+    # (also cut there by a terminal), "Received a timeout signal from this local rank and will start to dump" (2.3)
+    Rule("Received a", R(r"Received a (?:timeout signal|dump signal due to a collective timeout) from\s+"
+                         r"(?:this local|rank (?P<src>\d+))"), _dump_signal),
     Rule("watchdog", R(r"[Ww]atchdog got stuck|[Hh]eartbeat monitor timed out|watchdog thread .*hang"), _heartbeat,
          ("eartbeat monitor",)),
     Rule("communicator was aborted", R(r"NCCL communicator was aborted on rank (\d+)"), _aborted),
@@ -519,23 +577,40 @@ RULES: list[Rule] = [
     Rule("retcode", R(r"Failed to execute operation (?P<op>\w+) from rank (?P<rank>\d+), retcode (?P<rc>\d+)"),
          _nccl_retcode),
     Rule("NCCL WARN", _NCCL_NET_ERROR, _nccl_net_error),
+    Rule("Connection closed by remote peer", _NCCL_NET_ERROR, _nccl_last_error, ("Call to recv ", "Call to send ")),
     Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
-    Rule("Test NCCL failure", R(r"Test NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
+    # nccl-tests "Test NCCL failure common.cu:958 '...'", and "NCCL failure common.cu:921 '...'" of older
+    # nccl-tests and of programs that copied its NCCLCHECK macro
+    Rule("NCCL failure", R(r"(?:Test )?NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
     Rule("Test failure", R(r"(?P<host>[\w.-]+) pid (?P<pid>\d+): Test failure (?P<site>\S+:\d+)"), _test_failure_pid),
     Rule("out of memory", R(r"CUDA out of memory|OutOfMemoryError"), _oom),
     Rule("ALLOC_FAILED", R(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"),
          _oom_other),
     Rule("Cuda failure", R(r"Cuda failure (?:(\d+) )?'([^']*)'"), _cuda_failure),
-    Rule("CUDA error", R(r"CUDA error: (?P<text>[^\n]*?)(?:$|\n| CUDA kernel errors| Compile with)"), _cuda_error),
+    # PyTorch <= 1.0 (THC): "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/...";
+    # ROCm builds: "torch.AcceleratorError: HIP error: an illegal memory access was encountered"
+    Rule("CUDA error", R(r"(?:CUDA error|HIP error|cuda runtime error \(\d+\) ?): (?P<text>[^\n]*?)(?:$|\n"
+                         r"| CUDA kernel errors| HIP kernel errors| Compile with| at /\S+:\d+$)"), _cuda_error,
+         ("cuda runtime error", "HIP error")),
+    # not an Xid 79 line, which says the same and is read above
+    Rule("fallen off the bus", R(r"^(?!.*Xid).*NVRM: .*fallen off the bus"), _fallen_off_bus),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
     # not "ECC Errors": that is a section header of every healthy `nvidia-smi -q`
     Rule("rror", R(r"(?i)uncorrectable ECC error|double[- ]bit (?:ECC )?error|DBE \(double bit error\)"), _ecc),
     Rule("in use", R(r"(?i)errno:? ?98\b|EADDRINUSE|Address already in use"), _addr_in_use),
-    # "imed out": also the store's "Timed out after 901 seconds waiting for clients. 1/2 clients joined."
+    # "imed out": also the store's "Timed out after 901 seconds waiting for clients. 1/2 clients joined." (2.2:
+    # "... waiting for workers. 1/2 workers joined.")
     Rule("imed out", R(r"connect\(\) timed out|client socket has timed out|errno:? ?110\b|Connection timed out"
-                       r"|Timed out after \d+ seconds waiting for clients"), _rdzv_timeout),
+                       r"|Timed out after \d+ seconds waiting for (?:clients|workers)"), _rdzv_timeout),
+    # a store operation that timed out: "torch.distributed.DistStoreError: Socket Timeout" (older: RuntimeError)
+    Rule("Socket Timeout", R(r"(?:DistStoreError|RuntimeError): Socket Timeout"), _rdzv_timeout),
     Rule("RendezvousTimeoutError", R(r"RendezvousTimeoutError"), _rdzv_timeout),
     Rule("store based barrier", R(r"Timed out initializing process group in store based barrier"), _store_barrier),
+    # "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key
+    # '0', but store->get('0') got error: wait timeout after 600000ms" (also "Timeout waiting for key", "Socket
+    # Timeout"); a reset connection there is connection_reset
+    Rule("ncclUniqueId", R(r"ncclUniqueId from \[(?P<src>\d+)\] via c10d key-value store.*? got (?:error|exception): "
+                           r"(?P<err>(?i:wait timeout|timeout waiting for key|socket timeout).*)"), _unique_id_timeout),
     Rule("terminated with signal", R(r"process (?P<proc>\d+) terminated with signal (?P<name>SIG\w+)"), _spawn_signal),
     # the client retries a refused store connection until its timeout: the same failure class
     Rule("onnect", R(r"RendezvousConnectionError|client socket has failed to connect to .*(?:errno:? ?111|"
@@ -544,6 +619,7 @@ RULES: list[Rule] = [
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
+    Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
     # "exit code 137" (an IDE, kubectl exec), "exitCode: 137" / "Exit Code:    137" (a pod's state), "exited

@@ -2,8 +2,9 @@
 
 A terminal (or ``tmux``/``screen`` capture) cuts long lines at the column width, so a
 watchdog message can continue on the next physical line: ``NumelOut=5`` / ``496064, ...``.
-A message is *incomplete* when it opened a ``WorkNCCL(`` without closing it, or ends in the
-middle of a ``key=value`` list; the following line is then glued on without a separator.
+A message is *incomplete* when it opened a ``WorkNCCL(`` without closing it, ends in the
+middle of a ``key=value`` list, or ends inside ``CUDA error:`` (``... with exception: CUDA erro``); the
+following line is then glued on without a separator.
 Progress bars redraw with ``\\r``; the reader already splits those into segments.
 """
 
@@ -12,10 +13,22 @@ from __future__ import annotations
 _OPENERS = ("WorkNCCL(",)
 #: a watchdog message cut right before its WorkNCCL(...) record
 _CUT_BEFORE = ("operation timeout:",)
+#: words a message can be cut inside ("... terminated with exception: CUDA erro" / "r: unspecified launch failure")
+_CUT_INSIDE = ("CUDA error:",)
+#: the shortest cut piece that counts (shorter ends are ordinary words)
+_MIN_CUT = 4
+
+
+def _cut_inside(msg: str) -> bool:
+    for word in _CUT_INSIDE:
+        for k in range(_MIN_CUT, len(word)):
+            if msg.endswith(word[:k]) and (len(msg) == k or not msg[-k - 1].isalnum()):
+                return True
+    return False
 
 
 def needs_continuation(msg: str) -> bool:
-    if msg.endswith(_CUT_BEFORE) or msg.rstrip().endswith(_CUT_BEFORE):
+    if msg.endswith(_CUT_BEFORE) or msg.rstrip().endswith(_CUT_BEFORE) or _cut_inside(msg):
         return True
     for opener in _OPENERS:
         i = msg.rfind(opener)
