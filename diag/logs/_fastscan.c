@@ -23,12 +23,15 @@
  *
  * keywords() is the keyword prefilter (prefilter.KernelPrefilter): where in a chunk the
  * alternation of literal keywords (and of literals followed by digits and a blank, the NCCL
- * return-code chain " -> 3") matches, as Python's re.finditer finds it.  A bitmap of one
- * two-byte anchor per keyword rejects almost every line at a table look-up per byte; a line
- * with an anchor is then matched exactly, position by position, alternatives in order.
+ * return-code chain " -> 3") matches, as Python's re.finditer finds it.  Each keyword has an
+ * anchor, one pair of adjacent bytes of it (prefilter.py picks the pair rarest in the log); a
+ * 64 KiB table says which pairs are anchors, and one look-up per position, eight positions per
+ * branch, skips almost all text.  Where an anchor's keyword really occurs, the line is matched
+ * exactly, position by position, alternatives in order (leftmost, then first alternative).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_PIECES 256
@@ -308,6 +311,13 @@ typedef struct {
     int tail;
 } kw_t;
 
+/* two bytes as one index, in the machine's byte order (the table is built the same way) */
+static inline unsigned pair_at(const unsigned char *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
 static inline int is_blank(unsigned char c) { /* re's \s for bytes: [ \t\n\r\f\v] */
     return c == ' ' || (c >= '\t' && c <= '\r');
 }
@@ -341,9 +351,8 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
     Py_ssize_t nfirst[256], anchor[MAX_KEYWORDS];
     /* per anchor (two bytes), the keywords anchored there: a chain through ``next`` (index + 1) */
     unsigned short *head = NULL, next[MAX_KEYWORDS];
-    unsigned char bits[65536 / 8];
+    unsigned char *tab = NULL; /* per pair of bytes: 1 where it is some keyword's anchor */
     Py_ssize_t nk = PyTuple_GET_SIZE(kws_obj);
-    memset(bits, 0, sizeof bits);
     memset(nfirst, 0, sizeof nfirst);
     if (nk > MAX_KEYWORDS || PyTuple_GET_SIZE(anchors_obj) != nk || PyTuple_GET_SIZE(tails_obj) != nk) {
         PyErr_SetString(PyExc_ValueError, "one anchor and tail per keyword, at most 1024 keywords");
@@ -351,7 +360,8 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
     }
     by_first = PyMem_Malloc(sizeof(short) * 256 * (size_t)(nk ? nk : 1));
     head = PyMem_Calloc(65536, sizeof(unsigned short));
-    if (!by_first || !head) {
+    tab = PyMem_Calloc(65536, 1);
+    if (!by_first || !head || !tab) {
         PyErr_NoMemory();
         goto done;
     }
@@ -373,8 +383,8 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
         }
         kws[i].tail = (int)t;
         anchor[i] = a;
-        unsigned v = kws[i].s[a] | ((unsigned)kws[i].s[a + 1] << 8);
-        bits[v >> 3] |= (unsigned char)(1u << (v & 7));
+        unsigned v = pair_at(kws[i].s + a);
+        tab[v] = 1;
         next[i] = head[v];
         head[v] = (unsigned short)(i + 1);
         unsigned char f = kws[i].s[0];
@@ -391,17 +401,15 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
     }
     Py_ssize_t i = pos;
     while (i + 1 < len) {
-        while (i + 4 < len) { /* four positions at a time while none is an anchor */
+        while (i + 8 < len) { /* eight positions at a time while none is an anchor */
             const unsigned char *q = buf + i;
-            unsigned v0 = q[0] | ((unsigned)q[1] << 8), v1 = q[1] | ((unsigned)q[2] << 8);
-            unsigned v2 = q[2] | ((unsigned)q[3] << 8), v3 = q[3] | ((unsigned)q[4] << 8);
-            if ((bits[v0 >> 3] >> (v0 & 7) | bits[v1 >> 3] >> (v1 & 7) | bits[v2 >> 3] >> (v2 & 7) |
-                 bits[v3 >> 3] >> (v3 & 7)) & 1)
+            if (tab[pair_at(q)] | tab[pair_at(q + 1)] | tab[pair_at(q + 2)] | tab[pair_at(q + 3)] |
+                tab[pair_at(q + 4)] | tab[pair_at(q + 5)] | tab[pair_at(q + 6)] | tab[pair_at(q + 7)])
                 break;
-            i += 4;
+            i += 8;
         }
-        unsigned v = buf[i] | ((unsigned)buf[i + 1] << 8);
-        if (!(bits[v >> 3] & (1u << (v & 7)))) {
+        unsigned v = pair_at(buf + i);
+        if (!tab[v]) {
             i++;
             continue;
         }
@@ -449,6 +457,7 @@ done:
     PyMem_Free(out);
     PyMem_Free(by_first);
     PyMem_Free(head);
+    PyMem_Free(tab);
     PyBuffer_Release(&view);
     return result;
 }

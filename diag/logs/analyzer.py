@@ -34,7 +34,7 @@ _NCCL_LINE_KINDS = frozenset(("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal
 def prefilter_regex(engine: str = "auto"):
     """One alternation of every keyword, compiled once and run over whole chunks.
 
-    ``auto`` takes Hyperscan, else the C kernel's matcher, else RE2, else ``re`` (see
+    ``auto`` takes the C kernel's matcher, else Hyperscan, else RE2, else ``re`` (see
     llmdiag/logs/prefilter.py; the engines are compared by bench/log_throughput.py and
     tests/unit/logs/test_prefilter.py, and yield the same matches).
     """

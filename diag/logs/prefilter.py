@@ -1,12 +1,13 @@
 r"""The keyword prefilter run over whole chunks, on the fastest engine installed.
 
-Engines, fastest first: Hyperscan (``fast-logs`` extra: SIMD multi-literal matcher, no match
-objects: its match ends only say where to look), the C kernel's keyword matcher
-(``_fastscan.keywords``, built with a default install wherever a C compiler was found), RE2 (a DFA;
-the ``re``-compatible module ``google-re2``), and the standard ``re`` as the fallback that is
-always there. All of them yield the same matches: the kernel finds where ``re``'s matches
-start and ``re`` matches there; Hyperscan's wrapper hands each hint to ``re``, which searches
-from the start of the hinted line; so the reader sees exactly ``re``'s ``finditer`` sequence.
+Engines, fastest first: the C kernel's keyword matcher (``_fastscan.keywords``, built at
+install wherever a C compiler is found: it looks up one pair of bytes per position in a table
+and finds the exact match spans), Hyperscan (``fast-logs`` extra: SIMD multi-literal matcher,
+no match objects: its match ends only say where to look), RE2 (a DFA; the ``re``-compatible
+module ``google-re2``, a default dependency), and the standard ``re`` as the fallback that is
+always there. All of them yield the same matches: ``re`` matches at the starts the kernel
+finds; Hyperscan's wrapper hands each hint to ``re``, which searches from the start of the
+hinted line; so the reader sees exactly ``re``'s ``finditer`` sequence.
 The kernel takes literal keywords and literals followed by ``\d+(?:\s|$)`` (the NCCL
 return-code chain); a prefilter with a pattern of any other shape uses the next engine.
 """
@@ -124,17 +125,17 @@ def compile_prefilter(parts: list[str], engine: str = "auto"):
     """One alternation of ``parts`` (regex sources) with ``finditer``/``search`` over bytes."""
     pattern = "|".join(parts).encode()
     rx = re.compile(pattern)
-    if engine in ("auto", "hyperscan"):
-        try:
-            return HyperscanPrefilter(parts, rx)
-        except ImportError:
-            if engine == "hyperscan":
-                raise
     if engine in ("auto", "kernel"):
         try:
             return KernelPrefilter(parts, rx)
         except (ImportError, ValueError):
             if engine == "kernel":
+                raise
+    if engine in ("auto", "hyperscan"):
+        try:
+            return HyperscanPrefilter(parts, rx)
+        except ImportError:
+            if engine == "hyperscan":
                 raise
     if engine in ("auto", "re2"):
         try:
