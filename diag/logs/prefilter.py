@@ -58,8 +58,10 @@ class HyperscanPrefilter:
 
 #: the pattern tails the kernel matches itself (its ``tail`` codes)
 _TAILS = {"": 0, r"\d+(?:\s|$)": 1}
-#: bytes of text the anchors are chosen from (the first chunk the prefilter sees)
+#: bytes of text the anchors are chosen from (the first chunk the prefilter sees), and the
+#: sample below which they are chosen again from a longer chunk (a first read of a few lines)
 SAMPLE_BYTES = 1 << 20
+SAMPLE_ENOUGH = 64 << 10
 
 
 class KernelPrefilter:
@@ -68,7 +70,7 @@ class KernelPrefilter:
     The kernel looks at one pair of adjacent bytes per keyword, its anchor, at every position,
     and at the keyword only where its anchor occurs: any pair finds the same matches, a rare one
     finds them faster. The anchors are the pairs rarest in the first text scanned (a log's
-    lines repeat their shape).
+    lines repeat their shape), chosen again while that text was shorter than SAMPLE_ENOUGH.
     """
 
     def __init__(self, parts: list[str], rx: re.Pattern[bytes]) -> None:
@@ -83,6 +85,11 @@ class KernelPrefilter:
         self.keywords = tuple(lit for lit, _ in lits)
         self.tails = tuple(tail for _, tail in lits)
         self.anchors: tuple[int, ...] | None = None
+        self._sampled = -1  # bytes the anchors were chosen from
+
+    def use_anchors(self, sample: bytes) -> None:
+        """Anchors chosen from ``sample`` for good (tests; the reader's chunks choose them otherwise)."""
+        self.anchors, self._sampled = self.choose_anchors(sample), SAMPLE_ENOUGH
 
     def choose_anchors(self, sample: bytes) -> tuple[int, ...]:
         """Per keyword, the offset of its pair of bytes that is rarest in ``sample``."""
@@ -97,8 +104,8 @@ class KernelPrefilter:
         return self.rx.search(buf, pos)
 
     def finditer(self, buf: bytes, pos: int = 0):
-        if self.anchors is None:
-            self.anchors = self.choose_anchors(buf)
+        if self._sampled < SAMPLE_ENOUGH and len(buf) > self._sampled:
+            self.anchors, self._sampled = self.choose_anchors(buf), len(buf)
         spans = self._scan(buf, pos, self.keywords, self.anchors, self.tails)
         match = self.rx.match
         for start in memoryview(spans).cast("q")[::2]:

@@ -29,7 +29,8 @@ PIECES = (["\n", "\r", " ", "x", "7", "42", " -> ", " -> 3", " -> 3\n", " -> 12\
 
 
 def _kernel() -> KernelPrefilter:
-    kp = prefilter_regex("kernel")
+    """A fresh one: its anchors are chosen from the first text it scans."""
+    kp = compile_prefilter([re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS), "kernel")
     assert isinstance(kp, KernelPrefilter)
     return kp
 
@@ -39,9 +40,21 @@ def _spans(it) -> list[tuple[int, int]]:
 
 
 def test_auto_takes_the_kernel_where_it_is_built():
-    kp = _kernel()
-    assert kp.pattern == prefilter_regex("re").pattern
+    kp = prefilter_regex("kernel")
+    assert isinstance(kp, KernelPrefilter) and kp.pattern == prefilter_regex("re").pattern
     assert isinstance(prefilter_regex("auto"), KernelPrefilter)
+
+
+def test_anchors_come_from_a_long_enough_sample():
+    kp = _kernel()
+    assert _spans(kp.finditer(b"loss 1\n")) == [(0, 4)]
+    first = kp.anchors
+    noise = b"node-1:22:33 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n" * 2000
+    list(kp.finditer(noise))
+    assert kp.anchors != first  # chosen again from the longer text
+    settled = kp.anchors
+    list(kp.finditer(b"loss 1\n" * 100000))
+    assert kp.anchors == settled
 
 
 @settings(max_examples=300, deadline=None)
@@ -49,7 +62,6 @@ def test_auto_takes_the_kernel_where_it_is_built():
 def test_kernel_yields_re_matches(pieces, pos):
     buf = "".join(pieces).encode()
     kp, rx = _kernel(), prefilter_regex("re")
-    kp.anchors = None  # chosen from this buffer
     assert _spans(kp.finditer(buf, pos)) == _spans(rx.finditer(buf, pos))
 
 
@@ -59,7 +71,7 @@ def test_any_anchors_give_the_same_matches(pieces, sample, pos):
     """The anchors only decide speed: those of an unrelated sample find the same matches."""
     buf = "".join(pieces).encode()
     kp, rx = _kernel(), prefilter_regex("re")
-    kp.anchors = kp.choose_anchors(sample)
+    kp.use_anchors(sample)
     assert _spans(kp.finditer(buf, pos)) == _spans(rx.finditer(buf, pos))
 
 
@@ -67,7 +79,6 @@ def test_any_anchors_give_the_same_matches(pieces, sample, pos):
 def test_kernel_on_real_logs(path):
     data = path.read_bytes()
     kp, rx = _kernel(), prefilter_regex("re")
-    kp.anchors = None
     for start in range(0, len(data), 1 << 16):
         chunk = data[start:start + (1 << 16)]
         for pos in (0, 1, len(chunk) // 2):
