@@ -20,9 +20,18 @@
  * longer than that (or that fails to convert) is simply not matched: the caller reads it on
  * the line-by-line path.  Nothing here decides what a line means; bulk.learn verified the
  * template against the per-line parsers.
+ *
+ * keywords() is the keyword prefilter (prefilter.KernelPrefilter): where in a chunk the
+ * alternation of literal keywords (and of literals followed by digits and a blank, the NCCL
+ * return-code chain " -> 3") matches, as Python's re.finditer finds it.  Each keyword has an
+ * anchor, one pair of adjacent bytes of it (prefilter.py picks the pair rarest in the log); a
+ * 64 KiB table says which pairs are anchors, and one look-up per position, eight positions per
+ * branch, skips almost all text.  Where an anchor's keyword really occurs, the line is matched
+ * exactly, position by position, alternatives in order (leftmost, then first alternative).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_PIECES 256
@@ -291,7 +300,172 @@ done:
     return result;
 }
 
+/* ---- the keyword prefilter ------------------------------------------------------------ */
+
+#define MAX_KEYWORDS 1024
+enum { T_NONE = 0, T_DIGITS_BLANK = 1 };
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int tail;
+} kw_t;
+
+/* two bytes as one index, in the machine's byte order (the table is built the same way) */
+static inline unsigned pair_at(const unsigned char *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static inline int is_blank(unsigned char c) { /* re's \s for bytes: [ \t\n\r\f\v] */
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* The end of keyword ``k``'s match at ``s`` in a buffer of ``len`` bytes, or -1 (a keyword holds no
+ * newline, so a match never leaves its line; the tail's blank may be the line's newline). */
+static Py_ssize_t kw_match(const unsigned char *buf, Py_ssize_t s, Py_ssize_t len, const kw_t *k) {
+    if (len - s < k->n || memcmp(buf + s, k->s, (size_t)k->n) != 0) return -1;
+    Py_ssize_t j = s + k->n;
+    if (k->tail == T_NONE) return j;
+    /* digits+ then \s or the end ($ without MULTILINE: the end of the buffer, or before its last
+     * newline, where \s matches first); the run is maximal, a shorter one is followed by a digit */
+    if (j >= len || !is_digit(buf[j])) return -1;
+    while (j < len && is_digit(buf[j])) j++;
+    if (j == len) return j;
+    return is_blank(buf[j]) ? j + 1 : -1;
+}
+
+static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    PyObject *kws_obj, *anchors_obj, *tails_obj;
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!", &view, &pos, &PyTuple_Type, &kws_obj, &PyTuple_Type, &anchors_obj,
+                          &PyTuple_Type, &tails_obj))
+        return NULL;
+    PyObject *result = NULL;
+    long long *out = NULL;
+    kw_t kws[MAX_KEYWORDS];
+    /* per first byte, the keywords that start with it, in alternation order */
+    short *by_first = NULL;
+    Py_ssize_t nfirst[256], anchor[MAX_KEYWORDS];
+    /* per anchor (two bytes), the keywords anchored there: a chain through ``next`` (index + 1) */
+    unsigned short *head = NULL, next[MAX_KEYWORDS];
+    unsigned char *tab = NULL; /* per pair of bytes: 1 where it is some keyword's anchor */
+    Py_ssize_t nk = PyTuple_GET_SIZE(kws_obj);
+    memset(nfirst, 0, sizeof nfirst);
+    if (nk > MAX_KEYWORDS || PyTuple_GET_SIZE(anchors_obj) != nk || PyTuple_GET_SIZE(tails_obj) != nk) {
+        PyErr_SetString(PyExc_ValueError, "one anchor and tail per keyword, at most 1024 keywords");
+        goto done;
+    }
+    by_first = PyMem_Malloc(sizeof(short) * 256 * (size_t)(nk ? nk : 1));
+    head = PyMem_Calloc(65536, sizeof(unsigned short));
+    tab = PyMem_Calloc(65536, 1);
+    if (!by_first || !head || !tab) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kws_obj, i);
+        if (!PyBytes_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "keywords must be bytes");
+            goto done;
+        }
+        kws[i].s = (const unsigned char *)PyBytes_AS_STRING(k);
+        kws[i].n = PyBytes_GET_SIZE(k);
+        Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(anchors_obj, i));
+        long t = PyLong_AsLong(PyTuple_GET_ITEM(tails_obj, i));
+        if (PyErr_Occurred()) goto done;
+        if (kws[i].n < 2 || a < 0 || a + 2 > kws[i].n || (t != T_NONE && t != T_DIGITS_BLANK) ||
+            memchr(kws[i].s, '\n', (size_t)kws[i].n)) {
+            PyErr_SetString(PyExc_ValueError, "a keyword has at least 2 bytes, no newline, its anchor inside");
+            goto done;
+        }
+        kws[i].tail = (int)t;
+        anchor[i] = a;
+        unsigned v = pair_at(kws[i].s + a);
+        tab[v] = 1;
+        next[i] = head[v];
+        head[v] = (unsigned short)(i + 1);
+        unsigned char f = kws[i].s[0];
+        by_first[f * nk + nfirst[f]++] = (short)i;
+    }
+
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len, cap = 256, n = 0;
+    if (pos < 0) pos = 0;
+    out = PyMem_Malloc(sizeof(long long) * 2 * (size_t)cap);
+    if (!out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t i = pos;
+    while (i + 1 < len) {
+        while (i + 8 < len) { /* eight positions at a time while none is an anchor */
+            const unsigned char *q = buf + i;
+            if (tab[pair_at(q)] | tab[pair_at(q + 1)] | tab[pair_at(q + 2)] | tab[pair_at(q + 3)] |
+                tab[pair_at(q + 4)] | tab[pair_at(q + 5)] | tab[pair_at(q + 6)] | tab[pair_at(q + 7)])
+                break;
+            i += 8;
+        }
+        unsigned v = pair_at(buf + i);
+        if (!tab[v]) {
+            i++;
+            continue;
+        }
+        /* an anchor: does one of its keywords match here?  Only then is the line matched exactly */
+        int hit = 0;
+        for (unsigned short k = head[v]; k && !hit; k = next[k - 1]) {
+            Py_ssize_t s0 = i - anchor[k - 1];
+            hit = s0 >= pos && kw_match(buf, s0, len, &kws[k - 1]) >= 0;
+        }
+        if (!hit) {
+            i++;
+            continue;
+        }
+        Py_ssize_t ls = i, le;
+        while (ls > pos && buf[ls - 1] != '\n') ls--;
+        const unsigned char *nl = memchr(buf + i, '\n', (size_t)(len - i));
+        le = nl ? nl - buf : len;
+        Py_ssize_t s = ls;
+        while (s < le) {
+            unsigned char f = buf[s];
+            Py_ssize_t e = -1;
+            for (Py_ssize_t j = 0; j < nfirst[f] && e < 0; j++) e = kw_match(buf, s, len, &kws[by_first[f * nk + j]]);
+            if (e < 0) {
+                s++;
+                continue;
+            }
+            if (n == cap) {
+                cap *= 2;
+                long long *o2 = PyMem_Realloc(out, sizeof(long long) * 2 * (size_t)cap);
+                if (!o2) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                out = o2;
+            }
+            out[2 * n] = s;
+            out[2 * n + 1] = e;
+            n++;
+            s = e;
+        }
+        i = le + 1;
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)sizeof(long long) * 2 * n);
+done:
+    PyMem_Free(out);
+    PyMem_Free(by_first);
+    PyMem_Free(head);
+    PyMem_Free(tab);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"keywords", fastscan_keywords, METH_VARARGS,
+     "keywords(buf, pos, keywords, anchors, tails) -> int64 bytes of (start, end) per match, as re.finditer "
+     "finds the alternation of the keywords from pos"},
     {"scan", fastscan_scan, METH_VARARGS,
      "scan(buf, pieces, slots[, widths[, flex flags]]) -> (line indices int64 bytes, line offsets int64 bytes, "
      "values float64 bytes, blanked copy, newlines)"},

@@ -34,8 +34,9 @@ _NCCL_LINE_KINDS = frozenset(("nccl_warn", "nccl_rc", "cuda_oom", "nccl_internal
 def prefilter_regex(engine: str = "auto"):
     """One alternation of every keyword, compiled once and run over whole chunks.
 
-    ``auto`` takes Hyperscan, else RE2, else ``re`` (see probes/logs/prefilter.py; the
-    engines are compared by bench/log_throughput.py and yield the same matches).
+    ``auto`` takes the C kernel's matcher, else Hyperscan, else RE2, else ``re`` (see
+    llmdiag/logs/prefilter.py; the engines are compared by bench/log_throughput.py and
+    tests/unit/logs/test_prefilter.py, and yield the same matches).
     """
     if engine not in _PREFILTERS:
         from llmdiag.logs.prefilter import compile_prefilter

@@ -1,14 +1,20 @@
-"""The keyword prefilter run over whole chunks, on the fastest engine installed.
+r"""The keyword prefilter run over whole chunks, on the fastest engine installed.
 
-Engines, fastest first (``fast-logs`` extra): Hyperscan (SIMD multi-literal matcher, no match
-objects: its match ends only say where to look), RE2 (a DFA; the ``re``-compatible module
-``google-re2``), and the standard ``re`` as the fallback that is always there. All three
-yield the same matches: Hyperscan's wrapper hands each hint to ``re``, which searches from
-the start of the hinted line, so the reader sees exactly ``re``'s ``finditer`` sequence.
+Engines, fastest first: the C kernel's keyword matcher (``_fastscan.keywords``, built at
+install wherever a C compiler is found: it looks up one pair of bytes per position in a table
+and finds the exact match spans), Hyperscan (``fast-logs`` extra: SIMD multi-literal matcher,
+no match objects: its match ends only say where to look), RE2 (a DFA; the ``re``-compatible
+module ``google-re2``, a default dependency), and the standard ``re`` as the fallback that is
+always there. All of them yield the same matches: ``re`` matches at the starts the kernel
+finds; Hyperscan's wrapper hands each hint to ``re``, which searches from the start of the
+hinted line; so the reader sees exactly ``re``'s ``finditer`` sequence.
+The kernel takes literal keywords and literals followed by ``\d+(?:\s|$)`` (the NCCL
+return-code chain); a prefilter with a pattern of any other shape uses the next engine.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -50,10 +56,88 @@ class HyperscanPrefilter:
             cursor = m.end() if m.end() > m.start() else m.end() + 1
 
 
+#: the pattern tails the kernel matches itself (its ``tail`` codes)
+_TAILS = {"": 0, r"\d+(?:\s|$)": 1}
+#: bytes of text the anchors are chosen from (the first chunk the prefilter sees), and the
+#: sample below which they are chosen again from a longer chunk (a first read of a few lines)
+SAMPLE_BYTES = 1 << 20
+SAMPLE_ENOUGH = 64 << 10
+
+
+class KernelPrefilter:
+    """``finditer`` with the matches of ``re`` (``rx``) at the starts the C kernel finds.
+
+    The kernel looks at one pair of adjacent bytes per keyword, its anchor, at every position,
+    and at the keyword only where its anchor occurs: any pair finds the same matches, a rare one
+    finds them faster. The anchors are the pairs rarest in the first text scanned (a log's
+    lines repeat their shape), chosen again while that text was shorter than SAMPLE_ENOUGH.
+    """
+
+    def __init__(self, parts: list[str], rx: re.Pattern[bytes]) -> None:
+        if os.environ.get("LLMDIAG_NO_FASTSCAN"):  # as without a C compiler (bench, debugging)
+            raise ImportError("LLMDIAG_NO_FASTSCAN is set")
+        from llmdiag.logs import _fastscan  # ImportError: not built
+
+        self.rx = rx
+        self.pattern = rx.pattern
+        self._scan = _fastscan.keywords
+        lits = [_literal(part) for part in parts]
+        self.keywords = tuple(lit for lit, _ in lits)
+        self.tails = tuple(tail for _, tail in lits)
+        self.anchors: tuple[int, ...] | None = None
+        self._sampled = -1  # bytes the anchors were chosen from
+
+    def use_anchors(self, sample: bytes) -> None:
+        """Anchors chosen from ``sample`` for good (tests; the reader's chunks choose them otherwise)."""
+        self.anchors, self._sampled = self.choose_anchors(sample), SAMPLE_ENOUGH
+
+    def choose_anchors(self, sample: bytes) -> tuple[int, ...]:
+        """Per keyword, the offset of its pair of bytes that is rarest in ``sample``."""
+        import numpy as np
+
+        a = np.frombuffer(sample[:SAMPLE_BYTES], dtype=np.uint8).astype(np.int64)
+        counts = np.bincount(a[:-1] | (a[1:] << 8), minlength=65536) if len(a) > 1 else np.zeros(65536, np.int64)
+        return tuple(min(range(len(kw) - 1), key=lambda i, kw=kw: counts[kw[i] | (kw[i + 1] << 8)])
+                     for kw in self.keywords)
+
+    def search(self, buf: bytes, pos: int = 0):
+        return self.rx.search(buf, pos)
+
+    def finditer(self, buf: bytes, pos: int = 0):
+        if self._sampled < SAMPLE_ENOUGH and len(buf) > self._sampled:
+            self.anchors, self._sampled = self.choose_anchors(buf), len(buf)
+        spans = self._scan(buf, pos, self.keywords, self.anchors, self.tails)
+        match = self.rx.match
+        for start in memoryview(spans).cast("q")[::2]:
+            m = match(buf, start)
+            if m is not None:  # always: the kernel and re agree (tests/unit/logs/test_prefilter.py)
+                yield m
+
+
+def _literal(part: str) -> tuple[bytes, int]:
+    """A prefilter part as (literal bytes, tail code); ValueError for a shape the kernel lacks."""
+    for tail, code in _TAILS.items():
+        if not part.endswith(tail):
+            continue
+        head = part[:len(part) - len(tail)]
+        # a literal: no metacharacter outside an escape, and no escape of a letter or digit (\d, \b, \1)
+        bare = re.sub(r"\\[^0-9A-Za-z]", "", head, flags=re.DOTALL)
+        lit = re.sub(r"\\(.)", r"\1", head, flags=re.DOTALL)
+        if not re.search(r"[\\.^$*+?{}\[\]|()]", bare) and len(lit.encode()) >= 2 and "\n" not in lit:
+            return lit.encode(), code
+    raise ValueError(f"not a literal the keyword kernel matches: {part!r}")
+
+
 def compile_prefilter(parts: list[str], engine: str = "auto"):
     """One alternation of ``parts`` (regex sources) with ``finditer``/``search`` over bytes."""
     pattern = "|".join(parts).encode()
     rx = re.compile(pattern)
+    if engine in ("auto", "kernel"):
+        try:
+            return KernelPrefilter(parts, rx)
+        except (ImportError, ValueError):
+            if engine == "kernel":
+                raise
     if engine in ("auto", "hyperscan"):
         try:
             return HyperscanPrefilter(parts, rx)

@@ -89,8 +89,10 @@ def pack(b: dict) -> dict:
 
 
 def unpack(p: dict) -> dict:
-    b = empty_batch(p["_n"])
-    b.update((c, a) for c, a in p.items() if c != "_n")
+    """A packed batch with its empty columns again (only those are allocated)."""
+    n = p["_n"]
+    b = {c: p[c] if c in p else np.full(n, math.nan) for c in FLOAT_COLS}
+    b.update((c, p[c] if c in p else np.full(n, NONE, dtype=np.int64)) for c in INT_COLS)
     return b
 
 
@@ -107,9 +109,18 @@ def head_rows(b: dict, k: int, files: list[str]) -> list[dict]:
     for c in ("step", "iter", "rank"):
         cols[c] = [None if v == NONE else v for v in b[c][:k].tolist()]
     for c in FLOAT_COLS:
-        vals = b[c][:k].tolist()
+        col = b[c][:k]
+        vals = col.tolist()
         if c in ("loss", "grad_norm"):  # a printed NaN stays (as "nan"); an absent value is None
-            cols[c] = [_json_float(v) if h else None for v, h in zip(vals, b["has_" + c][:k].tolist())]
+            has = b["has_" + c][:k].tolist()
+            if np.isfinite(col).all():
+                cols[c] = [v if h else None for v, h in zip(vals, has)]
+            else:
+                cols[c] = [_json_float(v) if h else None for v, h in zip(vals, has)]
+        elif np.isnan(col).all():
+            cols[c] = [None] * len(vals)
+        elif np.isfinite(col).all():
+            cols[c] = vals
         else:
             cols[c] = [None if v != v else _json_float(v) for v in vals]
     cols["line"] = b["line"][:k].tolist()

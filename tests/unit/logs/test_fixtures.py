@@ -141,7 +141,8 @@ def test_prefilter_engines_agree():
 
     import importlib.util
 
-    engines = ["re", "auto"] + [e for e, mod in (("re2", "re2"), ("hyperscan", "hyperscan"))
+    engines = ["re", "auto"] + [e for e, mod in (("re2", "re2"), ("hyperscan", "hyperscan"),
+                                                 ("kernel", "llmdiag.logs._fastscan"))
                                 if importlib.util.find_spec(mod)]
     results = []
     for engine in engines:

@@ -33,3 +33,27 @@ def test_parallel_equals_sequential(tmp_path, monkeypatch, range_bytes):
     assert par["read"]["lines"] == seq["read"]["lines"] == len(lines)
     assert [p["kind"] for p in seq["read"]["problems"]] == ["encoding"]
     assert sorted(f["kind"] for f in par["findings"]) == ["nccl_timeout", "nccl_warn"]
+
+
+def test_parallel_learned_prefixes_equal_sequential(tmp_path, monkeypatch):
+    """A job runner's prefix (learned from the file's head, once per worker) is stripped in every range."""
+    big = tmp_path / "job.log"
+    lines = []
+    for s in range(1, 2001):
+        pre = f"job42.node{s % 4} [stderr] "
+        lines.append(pre + f"[rank{s % 2}]: step={s} loss={3 - s * 1e-4:.4f} grad_norm=1.0")
+        lines.append(pre + f"node-1:11:22 [{s % 8}] NCCL INFO Channel {s % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC")
+        if s == 1700:
+            lines.append(pre + "node-1:11:22 [3] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect failed")
+    lines += ["job42.node1 [stderr] [rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=99, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+              "ran for 600001 milliseconds before timing out."]
+    big.write_text("\n".join(lines) + "\n")
+    seq = analyze_paths([str(big)], workers=1)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "RANGE_BYTES", 4096)
+    par = analyze_paths([str(big)], workers=3)
+    for key in ("findings", "metrics", "steps", "root_causes"):
+        assert par[key] == seq[key], key
+    assert sorted(f["kind"] for f in par["findings"]) == ["nccl_timeout", "nccl_warn"]
+    assert next(f for f in par["findings"] if f["kind"] == "nccl_timeout")["rank"] == 1
