@@ -71,7 +71,8 @@ _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>
 #: mmcv / mmengine: "Epoch [1][100/62598]\tlr: ...", "Epoch(train) [1][200/735]  lr: ..."
 _BRACKET_STEP = re.compile(r"\]\s*\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
 #: any tqdm bar whose postfix carries the loss: "steps:   1%|▋   | 41/3280 [00:50<1:06:54,  1.24s/it, avr_loss=nan]"
-_BAR_STEP = re.compile(r"\|\s*(?P<it>\d+)/(?P<n>\d+)\s*\[\d")
+#: (the count is the bar's only when the loss is in the bar's own postfix, not in a dict printed after it)
+_BAR_STEP = re.compile(r"\|\s*(?P<it>\d+)/(?P<n>\d+)\s*\[\d[^\]{]*?loss")
 
 
 def to_float(text: str) -> float | None:
@@ -137,7 +138,8 @@ def parse_progress(msg: str) -> dict | None:
             if v is not None:
                 canon, v = _unit_scale(canon, f[3] or "", v)
                 rec.setdefault(canon, v)
-        start = len(msg)
+        if "loss" in rec:
+            start = len(msg)  # else a spaced "loss = 3.07" (torch-rnn, TF-Slim): the general fields below
     for f in FIELD.finditer(msg, start):
         key = f["key"].lower()
         canon = ALIASES[key]

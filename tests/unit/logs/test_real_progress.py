@@ -162,6 +162,13 @@ Iter 200: Train loss 4.604, Learning Rate 7.000e-05, It/sec 0.943, Tokens/sec 36
 | epoch 001:    430 / 614 loss=9.997, nll_loss=9.997, ppl=1021.81, wps=1340, ups=3.0, wpb=442, bsz=18, num_updates=431, lr=0.05, gnorm=11.481, clip=100%, oom=0
 | epoch 001:    440 / 614 loss=9.979, nll_loss=9.979, ppl=1008.86, wps=1345, ups=3.0, wpb=444, bsz=18, num_updates=441, lr=0.05, gnorm=13.519, clip=100%, oom=0
 """, ["grad_norm_spike"], 0, {"last_step": 441, "max_grad_norm": 13.519}),
+    # hiyouga/ChatGLM-Efficient-Tuning#49: PPO loss dicts printed right after the tqdm bar, one loss is NaN
+    ("ChatGLM-Efficient-Tuning#49", """\
+{'loss': 0.3290, 'reward': -2.0304, 'learning_rate': 5e-05}
+  0%|                                                                      | 1/13000 [00:10<36:34:36, 10.13s/it]{'loss': nan, 'reward': 5.7646, 'learning_rate': 5e-05}
+  0%|                                                                      | 2/13000 [00:28<54:33:11, 15.11s/it{'loss': 0.2527, 'reward': 1.2237, 'learning_rate': 5e-05}
+  0%|                                                                      | 3/13000 [00:39<47:01:51, 13.03s/it]{'loss': 0.1512, 'reward': 10.7681, 'learning_rate': 5e-05}
+""", ["nan_loss"], 1, {"num_steps_with_loss": 4, "last_loss": 0.1512}),
 ]
 
 #: (source, excerpt, framework, key facts)
@@ -343,6 +350,41 @@ Train - Epoch: [127/300][135/464]\tTime  0.750 ( 0.728)\tData  0.000 ( 0.004)\tL
 2020-08-17 21:50:36,613: logger.py - info(), at Line 49:INFO:
 Train - Epoch: [127/300][185/464]\tTime  0.727 ( 0.727)\tData  0.000 ( 0.003)\tLoss 1.5142e+00 (1.5394e+00)
 """, "other", {}),
+    # facebookresearch/unbiased-teacher#23: detectron2 'd2.utils.events' lines after a checkpoint load
+    ("unbiased-teacher#23", """\
+[05/17 23:19:48 fvcore.common.checkpoint]: [Checkpointer] Loading from output/v1/model_0039999.pth ...
+[05/17 23:19:50 fvcore.common.checkpoint]: Loading optimizer from output/v1/model_0039999.pth ...
+[05/17 23:20:47 d2.utils.events]:  eta: 6 days, 8:27:02  iter: 19  total_loss: 0.4911  loss_cls: 0.1124  loss_box_reg: 0.2631  loss_rpn_cls: 0.04196  loss_rpn_loc: 0.06917  time: 1.5732  data_time: 1.5957  lr: 0.005  max_mem: 9390M
+[05/17 23:21:18 d2.utils.events]:  eta: 6 days, 11:02:18  iter: 39  total_loss: 0.4788  loss_cls: 0.1176  loss_box_reg: 0.2795  loss_rpn_cls: 0.03516  loss_rpn_loc: 0.06627  time: 1.5558  data_time: 0.6720  lr: 0.005  max_mem: 11201M
+""", "other", {"first_step": 19, "last_step": 39, "num_steps_with_loss": 2}),
+    # Xiaoqi-Zhao-DLUT/GateNet-RGB-Saliency#5: a resumed run whose counter restarts at 1 (not an anomaly)
+    ("GateNet#5", """\
+[iter 49997], [total loss 0.03742],[loss1 0.01920],[loss1 0.01822],[lr 0.0000002054854] 
+[iter 49998], [total loss 0.03780],[loss1 0.01941],[loss1 0.01839],[lr 0.0000001586120] 
+[iter 49999], [total loss 0.03794],[loss1 0.01949],[loss1 0.01845],[lr 0.0000001101169] 
+[iter 50000], [total loss 0.03843],[loss1 0.01973],[loss1 0.01870],[lr 0.0000000590102] 
+{'iter_num': 100000, 'train_batch_size': 4, 'last_iter': 0, 'lr': 0.001, 'lr_decay': 0.9, 'weight_decay': 0.0005, 'momentum': 0.9, 'snapshot': '50000'}
+
+[iter 1], [total loss 0.04253],[loss1 0.02118],[loss1 0.02136],[lr 0.0010000000000] 
+""", "other", {"num_steps_with_loss": 5, "first_step": 49997, "loss_max": 0.04253}),
+    # jcjohnson/torch-rnn#73: 'Epoch 1.06 / 50, i = 21 / 17800, loss = 3.075188' (spaced '=')
+    ("torch-rnn#73", """\
+Initializing from \tcv/checkpoint_20.t7
+Epoch 1.06 / 50, i = 21 / 17800, loss = 3.075188
+Epoch 1.06 / 50, i = 22 / 17800, loss = 3.014080
+""", "other", {"num_steps_with_loss": 2, "last_loss": 3.01408, "last_epoch": 1.06}),
+    # NVIDIA/Megatron-LM#1570: mcore 0.12 iterations 1-3 as posted (a 21.8 s first iteration, the loss falling fast);
+    # lengthened: iterations 4-6 in the same format, then a resume from the iteration-4 checkpoint that logs 5-6 again
+    ("Megatron-LM#1570", """\
+ [2025-05-09 06:11:17] iteration        1/      10 | consumed samples:           32 | elapsed time per iteration (ms): 21847.9 | throughput per GPU (TFLOP/s/GPU): 4.5 | learning rate: 3.333333E-05 | global batch size:    32 | lm loss: 1.186396E+01 | load_balancing_loss: 1.000977E+00 | loss scale: 1.0 | grad norm: 6.321 | num zeros: 256053424.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:11:20] iteration        2/      10 | consumed samples:           64 | elapsed time per iteration (ms): 3286.6 | throughput per GPU (TFLOP/s/GPU): 30.2 | learning rate: 6.666667E-05 | global batch size:    32 | lm loss: 1.186432E+01 | load_balancing_loss: 1.001151E+00 | loss scale: 1.0 | grad norm: 6.350 | num zeros: 256043200.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:11:23] iteration        3/      10 | consumed samples:           96 | elapsed time per iteration (ms): 3182.4 | throughput per GPU (TFLOP/s/GPU): 31.2 | learning rate: 1.000000E-04 | global batch size:    32 | lm loss: 8.431922E+00 | load_balancing_loss: 1.002058E+00 | loss scale: 1.0 | grad norm: 5.229 | num zeros: 255912208.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:11:27] iteration        4/      10 | consumed samples:          128 | elapsed time per iteration (ms): 3175.1 | throughput per GPU (TFLOP/s/GPU): 31.3 | learning rate: 1.333333E-04 | global batch size:    32 | lm loss: 7.906215E+00 | load_balancing_loss: 1.002913E+00 | loss scale: 1.0 | grad norm: 4.102 | num zeros: 255871544.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:11:30] iteration        5/      10 | consumed samples:          160 | elapsed time per iteration (ms): 3190.8 | throughput per GPU (TFLOP/s/GPU): 31.1 | learning rate: 1.666667E-04 | global batch size:    32 | lm loss: 7.512304E+00 | load_balancing_loss: 1.003301E+00 | loss scale: 1.0 | grad norm: 3.877 | num zeros: 255802112.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:11:33] iteration        6/      10 | consumed samples:          192 | elapsed time per iteration (ms): 3179.6 | throughput per GPU (TFLOP/s/GPU): 31.2 | learning rate: 2.000000E-04 | global batch size:    32 | lm loss: 7.254117E+00 | load_balancing_loss: 1.003566E+00 | loss scale: 1.0 | grad norm: 3.514 | num zeros: 255788032.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:14:02] iteration        5/      10 | consumed samples:          160 | elapsed time per iteration (ms): 20513.2 | throughput per GPU (TFLOP/s/GPU): 4.8 | learning rate: 1.666667E-04 | global batch size:    32 | lm loss: 7.512298E+00 | load_balancing_loss: 1.003301E+00 | loss scale: 1.0 | grad norm: 3.877 | num zeros: 255802112.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+ [2025-05-09 06:14:05] iteration        6/      10 | consumed samples:          192 | elapsed time per iteration (ms): 3201.4 | throughput per GPU (TFLOP/s/GPU): 31.0 | learning rate: 2.000000E-04 | global batch size:    32 | lm loss: 7.254120E+00 | load_balancing_loss: 1.003566E+00 | loss scale: 1.0 | grad norm: 3.514 | num zeros: 255788032.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+""", "megatron", {"first_step": 1, "last_step": 6, "first_loss": 11.86396}),
 ]
 
 
