@@ -169,6 +169,27 @@ Iter 200: Train loss 4.604, Learning Rate 7.000e-05, It/sec 0.943, Tokens/sec 36
   0%|                                                                      | 2/13000 [00:28<54:33:11, 15.11s/it{'loss': 0.2527, 'reward': 1.2237, 'learning_rate': 5e-05}
   0%|                                                                      | 3/13000 [00:39<47:01:51, 13.03s/it]{'loss': 0.1512, 'reward': 10.7681, 'learning_rate': 5e-05}
 """, ["nan_loss"], 1, {"num_steps_with_loss": 4, "last_loss": 0.1512}),
+    # unslothai/unsloth#5207: HF Trainer dicts (loss and grad_norm only, no step, no epoch); the pre-clip grad
+    # norm jumps ~1300x on one step while the loss looks normal
+    ("unsloth#5207", """\
+{'loss': 1.46,  'grad_norm':    14.98}
+{'loss': 1.28,  'grad_norm':     9.78}
+{'loss': 1.60,  'grad_norm':     7.64}
+{'loss': 1.14,  'grad_norm':    92.10}
+{'loss': 1.54,  'grad_norm':    29.00}
+{'loss': 1.61,  'grad_norm':     5.21}
+{'loss': 1.36,  'grad_norm':     7.83}
+{'loss': 1.36,  'grad_norm':     7.79}
+{'loss': 1.51,  'grad_norm': 11140.00}
+""", ["grad_norm_explosion"], 1, {"max_grad_norm": 11140.0, "num_steps_with_loss": 9, "has_step_number": False}),
+    # NVIDIA/nccl#743: Megatron BERT under fp16 calibrating its loss scale: 18 of the first 20 iterations skipped
+    ("nccl#743", """\
+training ...
+[before the start of training step] datetime: 2022-10-31 08:35:51 
+ iteration       10/ 1000000 | consumed samples:           40 | elapsed time per iteration (ms): 356.2 | learning rate: 0.000E+00 | global batch size:     4 | loss scale: 8388608.0 | number of skipped iterations:  10 | number of nan iterations:   0 |
+time (ms) | forward-compute: 193.77 | backward-compute: 73.02 | backward-params-all-reduce: 20.10 | backward-layernorm-all-reduce: 0.02 | backward-embedding-all-reduce: 0.04 | backward-reduce-model-grads: 20.22 | optimizer-copy-to-main-grad: 12.19 | optimizer-unscale-and-check-inf: 50.71 | optimizer: 63.01 | batch-generator: 25.27
+ iteration       20/ 1000000 | consumed samples:           80 | elapsed time per iteration (ms): 140.6 | learning rate: 2.020E-08 | global batch size:     4 | lm loss: 1.005022E+01 | sop loss: 8.174902E-01 | loss scale: 32768.0 | grad norm: 217.199 | number of skipped iterations:   8 | number of nan iterations:   0 |
+""", ["grad_overflow"], 0, {"skipped_iterations": 18, "last_step": 20, "num_steps_with_loss": 1}),
 ]
 
 #: (source, excerpt, framework, key facts)
@@ -385,6 +406,10 @@ Epoch 1.06 / 50, i = 22 / 17800, loss = 3.014080
  [2025-05-09 06:14:02] iteration        5/      10 | consumed samples:          160 | elapsed time per iteration (ms): 20513.2 | throughput per GPU (TFLOP/s/GPU): 4.8 | learning rate: 1.666667E-04 | global batch size:    32 | lm loss: 7.512298E+00 | load_balancing_loss: 1.003301E+00 | loss scale: 1.0 | grad norm: 3.877 | num zeros: 255802112.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
  [2025-05-09 06:14:05] iteration        6/      10 | consumed samples:          192 | elapsed time per iteration (ms): 3201.4 | throughput per GPU (TFLOP/s/GPU): 31.0 | learning rate: 2.000000E-04 | global batch size:    32 | lm loss: 7.254120E+00 | load_balancing_loss: 1.003566E+00 | loss scale: 1.0 | grad norm: 3.514 | num zeros: 255788032.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
 """, "megatron", {"first_step": 1, "last_step": 6, "first_loss": 11.86396}),
+    # modelscope/ms-swift#6836: Megatron-SWIFT adds 'memory(GiB)', 'elapsed time: 1d 6h 54m 11s' and 'remaining time'
+    ("ms-swift#6836", """\
+ [2025-12-01 16:59:08] iteration     1530/    1926 | consumed samples:        24480 | elapsed time per iteration (ms): 85938.4 | memory(GiB): 72.89 | elapsed time: 1d 6h 54m 11s | remaining time: 7h 59m 54s | learning rate: 4.001458E-06 | global batch size:    16 | lm loss: 3.515074E-01 | load_balancing_loss: 2.801638E+00 | loss scale: 1.0 | grad norm: 11.293 | number of skipped iterations:   0 | number of nan iterations:   0 |
+""", "megatron", {"last_step": 1530, "last_loss": 0.3515074, "iter_time_ms_first": 85938.4}),
 ]
 
 
@@ -460,3 +485,11 @@ def test_bulk_path_reads_these_formats_like_the_per_line_path(tmp_path, monkeypa
     assert slow["metrics"]["num_steps_with_loss"] == 20000 and slow["metrics"]["last_step"] == 20000
     for key in ("findings", "metrics", "steps"):
         assert fast[key] == slow[key]
+
+
+def test_a_record_without_step_or_epoch_is_placed_by_its_line(tmp_path):
+    """HF dicts with only loss and grad_norm (unsloth#5207): the message names the line, never 'epoch None'."""
+    text = next(c[1] for c in FAILURES if c[0] == "unsloth#5207")
+    _, doc = _run(tmp_path, text)
+    (f,) = doc["findings"]
+    assert "at line 9 " in f["message"] and "None" not in f["message"]
