@@ -18,7 +18,7 @@ from collections import deque
 
 import numpy as np
 
-from llmdiag.logs.window import MedianSketch, finding, opt, robust, rolling, where, xs, xval
+from llmdiag.logs.window import MedianSketch, finding, opt, place, place_at, robust, rolling, where, xs, xval
 from llmdiag.logs.window import fmt as _fmt
 
 
@@ -74,17 +74,17 @@ class NanDetector:
                  "value": "nan"}
             if self.last_finite is not None:
                 f["last_finite_step"], f["last_finite_loss"] = self.last_finite
-            out.append(finding("nan_loss", at, f"loss is NaN/Inf from {at['x_name']} {self.nan_steps[0]} "
+            out.append(finding("nan_loss", at, f"loss is NaN/Inf from {place_at(at)} "
                                f"({self.nan_count} record(s))", f))
         if self.gn_first is not None:
             at = self.gn_first
-            out.append(finding("nan_grad_norm", at, f"grad norm is NaN/Inf at {at['x_name']} {at['x']} "
+            out.append(finding("nan_grad_norm", at, f"grad norm is NaN/Inf at {place_at(at)} "
                                "while the loss is finite",
                                {"nan_grad_norm_first_step": at["x"], "nan_count": self.gn_count, "value": "nan"}))
         if self.zero_first is not None:
             at = self.zero_first
             out.append(finding("zero_loss", at, f"loss is exactly 0 in {self.zero_count} record(s) from "
-                               f"{at['x_name']} {at['x']} (steps skipped or the loss masked out)",
+                               f"{place_at(at)} (steps skipped or the loss masked out)",
                                {"zero_loss_first_step": at["x"], "zero_loss_records": self.zero_count,
                                 "value": 0.0}))
         return out
@@ -166,7 +166,7 @@ class LossSpikeDetector:
         if sp["scales"]:
             f["loss_scale_min"] = min(sp["scales"])
         x_ratio = f"x{vm / med:.2f}" if med else "x inf"
-        return finding("loss_spike", at, f"loss spikes to {_fmt(vm)} at {km[0]} {km[1]} (baseline {_fmt(med)}, "
+        return finding("loss_spike", at, f"loss spikes to {_fmt(vm)} at {place(km)} (baseline {_fmt(med)}, "
                        f"{x_ratio})" + ("; recovered" if recovered else "; did not recover"), f)
 
     def result(self) -> list[dict]:
@@ -230,7 +230,7 @@ class GradJumpDetector:
             return []  # the loss spike already tells this story
         f = {"max_grad_norm": vm, f"max_grad_norm_{x[0]}": x[1], "baseline_grad_norm": med, "baseline": med,
              "value": vm, "ratio": ratio, "first_step": at["x"], "records": self.count}
-        return [finding(kind, at, f"grad norm jumps to {_fmt(vm)} at {x[0]} {x[1]} "
+        return [finding(kind, at, f"grad norm jumps to {_fmt(vm)} at {place(x)} "
                         f"(x{ratio:.1f} the rolling median {_fmt(med)})", f)]
 
 
@@ -353,7 +353,7 @@ class ThroughputDetector:
         f = {"first_step": at["x"], "value": low, "baseline": base, "ratio": low / base,
              "recovered": d["recovered"], "slow_records": d["count"]}
         return [finding("throughput_drop", at, f"throughput falls to {low / base:.0%} of its baseline from "
-                        f"{at['x_name']} {at['x']} for {d['count']} record(s)", f)]
+                        f"{place_at(at)} for {d['count']} record(s)", f)]
 
 
 class ScaleDetector:
@@ -439,7 +439,7 @@ class StallTracker:
         if last_ts is not None and noise_after and last_ts - t_last > limit:
             f = {"last_step": at["x"], "silent_s": last_ts - t_last, "typical_interval_s": typical}
             return [finding("hang_no_progress", at, f"no training progress for {(last_ts - t_last) / 60:.1f} "
-                            f"min after {at['x_name']} {at['x']} while other lines keep arriving", f)]
+                            f"min after {place_at(at)} while other lines keep arriving", f)]
         return []
 
 
@@ -474,5 +474,5 @@ class TailTracker:
             return []
         at = self.last_at
         f = {"last_step": at["x"], "lines_after_last_step": lines_after, "typical_lines_per_step": spacing}
-        return [finding("hang_no_progress", at, f"no training progress after {at['x_name']} {at['x']}: "
+        return [finding("hang_no_progress", at, f"no training progress after {place_at(at)}: "
                         f"{lines_after} more lines arrive (steps came every {spacing:g} lines)", f)]

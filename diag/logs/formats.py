@@ -21,10 +21,12 @@ NUM = (r"[-+]?(?:nan|NaN|NAN|-?inf|Inf|INF|infinity|"
 ALIASES: dict[str, str] = {}
 for canon, names in {
     "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
-             "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs"],
+             "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs",
+             "avr_loss", "avg_loss"],
     "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
                  "validation_loss"],
-    "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step"],
+    "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step",
+             "num_updates"],
     "iter": ["iter", "iteration", "it", "micro_step"],
     "lr": ["learning rate", "learning_rate", "lr", "train/learning_rate", "lr-adam"],
     "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm"],
@@ -65,8 +67,12 @@ _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s
 _LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
 _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
-#: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)"
-_BRACKET_STEP = re.compile(r"\]\s+\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
+#: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)";
+#: mmcv / mmengine: "Epoch [1][100/62598]\tlr: ...", "Epoch(train) [1][200/735]  lr: ..."
+_BRACKET_STEP = re.compile(r"\]\s*\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
+#: any tqdm bar whose postfix carries the loss: "steps:   1%|▋   | 41/3280 [00:50<1:06:54,  1.24s/it, avr_loss=nan]"
+#: (the count is the bar's only when the loss is in the bar's own postfix, not in a dict printed after it)
+_BAR_STEP = re.compile(r"\|\s*(?P<it>\d+)/(?P<n>\d+)\s*\[\d[^\]{]*?loss")
 
 
 def to_float(text: str) -> float | None:
@@ -132,18 +138,20 @@ def parse_progress(msg: str) -> dict | None:
             if v is not None:
                 canon, v = _unit_scale(canon, f[3] or "", v)
                 rec.setdefault(canon, v)
-        start = len(msg)
+        if "loss" in rec:
+            start = len(msg)  # else a spaced "loss = 3.07" (torch-rnn, TF-Slim): the general fields below
     for f in FIELD.finditer(msg, start):
         key = f["key"].lower()
         canon = ALIASES[key]
         sep = f["sep"]
         # nanoGPT's "key value" form only for words that are unambiguous without a colon
         if not sep.strip() and key not in ("loss", "iter", "step", "time", "mfu", "train loss", "val loss",
-                                           "lm loss", "epoch", "iteration", "lr", "grad norm", "loss scale"):
+                                           "lm loss", "epoch", "iteration", "lr", "grad norm", "loss scale",
+                                           "global step"):
             continue
         v = to_float(f["val"])
-        if v is None:
-            continue
+        if v is None or (canon in ("step", "iter", "epoch") and msg.startswith("%", f.end("val"))):
+            continue  # "steps:   4%|▍  | 123/3280": a tqdm bar's percentage is not a counter
         canon, v = _unit_scale(canon, f["unit"] or "", v)
         if canon in rec:
             continue
@@ -158,6 +166,8 @@ def parse_progress(msg: str) -> dict | None:
             rec["iter"] = int(bar["it"])
         elif "/" in msg and (br := _BRACKET_STEP.search(msg)):
             rec["iter"] = int(br["it"])
+        elif "|" in msg and (tq := _BAR_STEP.search(msg)):
+            rec["iter"] = int(tq["it"])
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     if _EVAL_LINE.match(msg):

@@ -20,18 +20,29 @@ def fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def xval(b: dict, i: int) -> tuple[str, float | int | None]:
-    """The record's position: its step, else its iteration, else its epoch."""
+def xval(b: dict, i: int) -> tuple[str, float | int | None, int]:
+    """The record's position: its step, else its iteration, else its epoch; and its line."""
+    line = int(b["line"][i])
     for col in ("step", "iter"):
         v = int(b[col][i])
         if v != NONE:
-            return col, v
+            return col, v, line
     e = float(b["epoch"][i])
-    return "epoch", None if math.isnan(e) else e
+    return "epoch", None if math.isnan(e) else e, line
+
+
+def place(x: tuple) -> str:
+    """A position from :func:`xval` in words: "step 120", or "line 9" for a record that prints no position."""
+    return f"{x[0]} {x[1]}" if x[1] is not None else f"line {x[2]}"
+
+
+def place_at(at: dict) -> str:
+    """The position of a :func:`where` dict in words."""
+    return place((at["x_name"], at["x"], at["line"]))
 
 
 def where(b: dict, i: int, files: list[str]) -> dict:
-    name, x = xval(b, i)
+    name, x, _ = xval(b, i)
     step = int(b["step"][i]) if b["step"][i] != NONE else (int(b["iter"][i]) if b["iter"][i] != NONE else None)
     ts = float(b["ts"][i])
     rank = int(b["rank"][i])
