@@ -69,6 +69,7 @@ def split_prefix(line: str) -> Prefix:
     while pos < n and line[pos] == " ":
         pos += 1
     seen: set[str] = set()
+    from_srun = False
     progressed = True
     while progressed and pos < n:
         progressed = False
@@ -78,8 +79,12 @@ def split_prefix(line: str) -> Prefix:
             m = rx.match(line, pos)
             if not m or m.end() == pos:
                 continue
-            if name in ("rank", "mpi", "srun") and rank is None:
-                rank = int(m["rank"])
+            if name in ("rank", "mpi") and (rank is None or from_srun):
+                # torchrun's or mpirun's rank wins over an srun label in front of it: with one torchrun per
+                # node, ``srun -l`` numbers the node's task, not the rank
+                rank, from_srun = int(m["rank"]), False
+            elif name == "srun" and rank is None:
+                rank, from_srun = int(m["rank"]), True
             elif name in ("host", "syslog") and host is None:
                 host = m["host"]
             elif name == "ts":
