@@ -411,9 +411,14 @@ def _signal(m: re.Match[str], msg: str):
 def _exitcode(m: re.Match[str], msg: str):
     code = int(m["code"])
     kind = SIGNAL_KIND.get(-code)
-    if not kind:
+    if kind:
+        f: dict = {"exitcode": code, "signal": SIGNALS[-code]}
+    elif code != 0:
+        # the agent saw a worker exit with an error code and stops the others: a worker failed (its own error
+        # is usually above; diagnosis reports this line only when nothing else explains the failure)
+        kind, f = "worker_failed", {"exitcode": code}
+    else:
         return None
-    f = {"exitcode": code, "signal": SIGNALS[-code]}
     if m["pid"]:
         f["pid"] = int(m["pid"])
     if m["lr"]:
