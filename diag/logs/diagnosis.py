@@ -32,6 +32,8 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
+#: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
+_STOP_SIGNAL = re.compile(r"got signal: (?:15|2|1)\b")
 #: a rank's own report that its collective hung or its communicator was taken down
 _HANG_KINDS = {"nccl_timeout", "nccl_timeout_status", "nccl_communicator_aborted", "nccl_heartbeat_stuck"}
 #: an exception that only reports that a peer went away
@@ -418,6 +420,11 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     exc = by.pop("exception", [])
     cancels = by.pop("slurm_cancel_plain", [])
     worker_failed = by.pop("worker_failed", [])
+    if cancels:
+        # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
+        # sent when it cancelled the step: the cancel's echo, not an error of the training script
+        exc = [e for e in exc if not (e.facts.get("exception_type", "").endswith("SignalException")
+                                      and _STOP_SIGNAL.search(e.facts.get("exception_message", "")))]
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:

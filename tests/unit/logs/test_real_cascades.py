@@ -151,3 +151,28 @@ def test_every_file_is_named_in_the_readme():
     assert len(files) >= 15
     assert all(f"`{f}`" in readme for f in files)
     assert {c.file for c in CASES} | {"timeout_flightrecorder_viewer.log"} == set(files)
+
+
+_SIGTERM_AGENT = """\
+W0101 10:44:57.785000 4026234 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 4026329 closing signal SIGTERM
+Traceback (most recent call last):
+    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 4026234 got signal: 15
+"""
+
+
+def test_the_agents_sigterm_is_the_echo_of_a_slurm_cancel(tmp_path):
+    """Composed of two real wordings: torchrun's agent stopped by SIGTERM (its ``SignalException: Process N got
+    signal: 15``, as quoted in a public run log) and srun's step cancellation of facebookresearch/deit#102. With
+    nothing else failing the cancel is the finding; the agent's exception only says it was stopped."""
+    cancel = (DATA / "srun_task_exit_then_killed.log").read_text().splitlines()[2]
+    log = tmp_path / "cancel.log"
+    log.write_text(_SIGTERM_AGENT + cancel + "\n")
+    doc, code = analyze(log)
+    assert code == 1
+    assert [f["kind"] for f in doc["findings"]] == ["slurm_cancelled"]
+    # without the cancel the stop is still reported: a dead job never passes
+    alone = tmp_path / "alone.log"
+    alone.write_text(_SIGTERM_AGENT)
+    doc, code = analyze(alone)
+    assert code == 1 and [f["kind"] for f in doc["findings"]] == ["python_exception"]
