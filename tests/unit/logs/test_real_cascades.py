@@ -79,6 +79,9 @@ CASES = [
     Case("two_nodes_two_summaries.log", ["child_failed"], "child_failed", 4,
          facts={"root_cause_ranks": [4, 0], "time": "2023-06-03_22:45:01"}),
     Case("srun_task_exit_then_killed.log", ["sigkill"], "sigkill"),
+    Case("nccl_oom_on_one_gpu_peer_closed.log", ["cuda_oom", "nccl_internal_error", "nccl_remote_error",
+                                                 "nccl_unhandled_cuda_error", "nccl_warn"], "cuda_oom", None,
+         facts={"nccl_warn_lines": 5, "ranks_local": [0, 3], "oom_tried_to_allocate_gib": None}),
     Case("timeout_mismatched_collectives.log", ["nccl_timeout"], "nccl_timeout", None, [0], [1, 2],
          facts={"op_types": ["_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE"], "rank3_seq_num": 619727}),
 ]
