@@ -420,6 +420,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     exc = by.pop("exception", [])
     cancels = by.pop("slurm_cancel_plain", [])
     worker_failed = by.pop("worker_failed", [])
+    stops = by.pop("worker_stop", [])
     if cancels:
         # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
         # sent when it cancelled the step: the cancel's echo, not an error of the training script
@@ -477,6 +478,16 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         f["message"] = (f"a worker (local rank {fa.get('failed_local_rank', '?')}) exited with code "
                         f"{fa.get('exitcode', '?')} and the launcher stopped the job; its own error is not in "
                         "the excerpt")
+        out.append(f)
+    if stops and not cancels and not any(f["severity"] == ERROR for f in out):
+        # the agent sends the survivors SIGTERM only when a worker failed (or it was stopped itself): the job is
+        # dying even though the failure is not in the excerpt
+        f = _collapse("child_failed", stops)
+        pids = list(dict.fromkeys(e.facts["stopped_pid"] for e in stops))
+        f["facts"]["stopped_pids"] = pids
+        f["facts"].pop("stopped_pid", None)
+        f["message"] = (f"torchrun is stopping {len(pids)} worker(s) with {stops[0].facts['stop_signal']}: a worker "
+                        "failed (or the agent was told to stop); the failure itself is not in the excerpt")
         out.append(f)
     if cancels and not any(f["severity"] == ERROR for f in out):
         # Slurm cancelled the job and nothing else failed: scancel (or a reason the excerpt lacks); after

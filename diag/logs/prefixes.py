@@ -102,7 +102,9 @@ def split_prefix(line: str) -> Prefix:
 #: quoted or braced value, an exception name or a plain word
 _TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?"
                   r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?: +\| ?| +)")
-_NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)")
+_NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)"
+                      # Python logging's default "LEVEL:logger.name:message": the token ends inside the message
+                      r"|^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _DIGITS = re.compile(r"\d+")
 #: NCCL's own "host:pid:tid [dev] " header carries the host and the device: read, never stripped
 _NCCL_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] ")

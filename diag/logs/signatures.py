@@ -625,6 +625,9 @@ RULES: list[Rule] = [
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    # the agent tearing the workers down: one failed (or the agent itself was told to stop)
+    Rule("closing signal", R(r"Sending process (?P<pid>\d+) closing signal (?P<name>SIG\w+)"),
+         lambda m, msg: ("worker_stop", {"stopped_pid": int(m["pid"]), "stop_signal": m["name"]})),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
     # "exit code 137" (an IDE, kubectl exec), "exitCode: 137" / "Exit Code:    137" (a pod's state), "exited

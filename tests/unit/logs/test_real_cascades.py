@@ -179,3 +179,18 @@ def test_the_agents_sigterm_is_the_echo_of_a_slurm_cancel(tmp_path):
     alone.write_text(_SIGTERM_AGENT)
     doc, code = analyze(alone)
     assert code == 1 and [f["kind"] for f in doc["findings"]] == ["python_exception"]
+
+
+@pytest.mark.parametrize("source,lines", [("sigkill_colossal.log", slice(2, 5)), ("oom_zero3_multinode.log", slice(5, 6))])
+def test_the_launcher_stopping_workers_is_a_dead_job(tmp_path, source, lines):
+    """Only the agent's "Sending process N closing signal SIGTERM" lines (hpcaitech/ColossalAI#3514 in Python
+    logging's "WARNING:logger:message" form, modelscope/ms-swift#6301 in glog form): the failure that made torchrun
+    stop the workers is above the excerpt, but the job is dying, so the excerpt must not pass."""
+    log = tmp_path / "stops.log"
+    text = "\n".join((DATA / source).read_text().splitlines()[lines]) + "\n"
+    assert text.count("closing signal SIGTERM") == lines.stop - lines.start
+    log.write_text(text)
+    doc, code = analyze(log)
+    assert code == 1
+    assert [f["kind"] for f in doc["findings"]] == ["child_failed"]
+    assert len(doc["facts"]["stopped_pids"]) == lines.stop - lines.start
