@@ -421,6 +421,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     cancels = by.pop("slurm_cancel_plain", [])
     worker_failed = by.pop("worker_failed", [])
     stops = by.pop("worker_stop", [])
+    aborts = by.pop("nccl_async_abort", [])
     if cancels:
         # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
         # sent when it cancelled the step: the cancel's echo, not an error of the training script
@@ -478,6 +479,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         f["message"] = (f"a worker (local rank {fa.get('failed_local_rank', '?')}) exited with code "
                         f"{fa.get('exitcode', '?')} and the launcher stopped the job; its own error is not in "
                         "the excerpt")
+        out.append(f)
+    if aborts and not any(f["severity"] == ERROR for f in out):
+        # the watchdog is taking the process down, and the excerpt lacks the line that says why: most often the
+        # collective timeout that precedes this notice (an NCCL error would name itself)
+        f = _collapse("nccl_timeout", aborts)
+        f["message"] = ("the NCCL watchdog is taking the process down: 'Some NCCL operations have failed or timed "
+                        "out' (the timeout or error line itself is not in the excerpt)")
         out.append(f)
     if stops and not cancels and not any(f["severity"] == ERROR for f in out):
         # the agent sends the survivors SIGTERM only when a worker failed (or it was stopped itself): the job is

@@ -625,6 +625,10 @@ RULES: list[Rule] = [
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    # ProcessGroupNCCL's own notice before it aborts the process (every PyTorch since 1.8): a collective failed
+    # or timed out; the line that says which usually precedes it
+    Rule("failed or timed out", R(r"Some NCCL operations have failed or timed out|we are taking the entire process "
+                                  r"down"), lambda m, msg: ("nccl_async_abort", {}), ("entire process down",)),
     # the agent tearing the workers down: one failed (or the agent itself was told to stop)
     Rule("closing signal", R(r"Sending process (?P<pid>\d+) closing signal (?P<name>SIG\w+)"),
          lambda m, msg: ("worker_stop", {"stopped_pid": int(m["pid"]), "stop_signal": m["name"]})),
