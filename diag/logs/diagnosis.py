@@ -422,6 +422,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     worker_failed = by.pop("worker_failed", [])
     stops = by.pop("worker_stop", [])
     aborts = by.pop("nccl_async_abort", [])
+    task_exits = sorted(by.pop("srun_task_exit", []), key=lambda e: (e.file, e.line))
     if cancels:
         # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
         # sent when it cancelled the step: the cancel's echo, not an error of the training script
@@ -480,6 +481,16 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                         f"{fa.get('exitcode', '?')} and the launcher stopped the job; its own error is not in "
                         "the excerpt")
         out.append(f)
+    if task_exits:
+        # srun kills the step's other tasks after one exits with an error: those kills follow from it
+        first = task_exits[0]
+        for f in out:
+            if f["kind"] == "sigkill" and f["file"] == first.file and (f["line"] or 0) > first.line:
+                f["facts"]["first_failed_task"] = first.facts["tasks"]
+                f["facts"]["first_failed_task_exitcode"] = first.facts["exitcode"]
+                f["cause"] = (f"srun killed the step's remaining tasks after task {first.facts['tasks']} exited with "
+                              f"code {first.facts['exitcode']}: that task's own error is the cause")
+                f["next_step"] = f"read the log of srun task {first.facts['tasks']} (its first error)"
     if aborts and not any(f["severity"] == ERROR for f in out):
         # the watchdog is taking the process down, and the excerpt lacks the line that says why: most often the
         # collective timeout that precedes this notice (an NCCL error would name itself)

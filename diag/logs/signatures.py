@@ -643,7 +643,11 @@ RULES: list[Rule] = [
          _slurm_cancel),
     Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
          ("Bus error", "Segmentation fault")),
-    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
+    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|tasks? [\d,-]+: Killed\b"), _killed),
+    # srun: a task of the step exited with an error code (the step is then cancelled and the other tasks killed)
+    Rule("Exited with exit code", R(r"tasks? (?P<tasks>[\d,-]+): Exited with exit code (?P<code>\d+)"),
+         lambda m, msg: ("srun_task_exit", {"tasks": m["tasks"], "exitcode": int(m["code"])})
+         if m["code"] != "0" else None),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),

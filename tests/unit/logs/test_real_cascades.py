@@ -81,7 +81,9 @@ CASES = [
          facts={"exitcode": -6, "signal": "SIGABRT"}),
     Case("two_nodes_two_summaries.log", ["child_failed"], "child_failed", 4,
          facts={"root_cause_ranks": [4, 0], "time": "2023-06-03_22:45:01"}),
-    Case("srun_task_exit_then_killed.log", ["sigkill"], "sigkill"),
+    # the kills follow task 5's exit: the finding names it (srun tasks are not torchrun ranks: not first_failing_rank)
+    Case("srun_task_exit_then_killed.log", ["sigkill"], "sigkill", None,
+         facts={"first_failed_task": "5", "first_failed_task_exitcode": 1}),
     Case("nccl_oom_on_one_gpu_peer_closed.log", ["cuda_oom", "nccl_internal_error", "nccl_remote_error",
                                                  "nccl_unhandled_cuda_error", "nccl_warn"], "cuda_oom", None,
          facts={"nccl_warn_lines": 5, "ranks_local": [0, 3], "oom_tried_to_allocate_gib": None}),
