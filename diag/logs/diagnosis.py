@@ -32,6 +32,10 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
+#: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
+_STOP_SIGNAL = re.compile(r"got signal: (?:15|2|1)\b")
+#: a rank's own report that its collective hung or its communicator was taken down
+_HANG_KINDS = {"nccl_timeout", "nccl_timeout_status", "nccl_communicator_aborted", "nccl_heartbeat_stuck"}
 #: an exception that only reports that a peer went away
 _ECHO_EXC = re.compile(r"(?i)connection (?:reset|closed|refused)|broken pipe|closed by peer|peer .* (?:exited|died)")
 #: NCCL's error kinds by return code
@@ -368,7 +372,14 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         out.append(f)
     cf = by.pop("child_failed", [])
     if cf:
+        # one summary per node's agent (multi-node): each names the first failure on its own node; the job's
+        # first failure is the root cause with the earliest time (then the first in the file)
+        cf.sort(key=lambda e: ("first_failing_rank" not in e.facts, e.facts.get("time") or "~", e.file, e.line))
         f = _collapse("child_failed", cf)
+        roots = list(dict.fromkeys(e.facts["first_failing_rank"] for e in cf if "first_failing_rank" in e.facts))
+        if len(roots) > 1:
+            f["facts"]["root_cause_ranks"] = roots
+            f["facts"]["failed_ranks"] = sorted({r for e in cf for r in e.facts.get("failed_ranks", ())})
         fa = f["facts"]
         if "first_failing_rank" in fa:
             f["rank"] = fa["first_failing_rank"]
@@ -408,6 +419,15 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         out.append(f)
     exc = by.pop("exception", [])
     cancels = by.pop("slurm_cancel_plain", [])
+    worker_failed = by.pop("worker_failed", [])
+    stops = by.pop("worker_stop", [])
+    aborts = by.pop("nccl_async_abort", [])
+    task_exits = sorted(by.pop("srun_task_exit", []), key=lambda e: (e.file, e.line))
+    if cancels:
+        # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
+        # sent when it cancelled the step: the cancel's echo, not an error of the training script
+        exc = [e for e in exc if not (e.facts.get("exception_type", "").endswith("SignalException")
+                                      and _STOP_SIGNAL.search(e.facts.get("exception_message", "")))]
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
@@ -452,6 +472,42 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
             if len(per_rank) > 1:
                 errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
+    if worker_failed and not any(f["severity"] == ERROR for f in out):
+        # the launcher says a worker exited with an error code and nothing else in the excerpt explains it (the
+        # worker's own error is above the excerpt, or went to another file): the job died, report the exit
+        f = _collapse("child_failed", worker_failed)
+        fa = f["facts"]
+        f["message"] = (f"a worker (local rank {fa.get('failed_local_rank', '?')}) exited with code "
+                        f"{fa.get('exitcode', '?')} and the launcher stopped the job; its own error is not in "
+                        "the excerpt")
+        out.append(f)
+    if task_exits:
+        # srun kills the step's other tasks after one exits with an error: those kills follow from it
+        first = task_exits[0]
+        for f in out:
+            if f["kind"] == "sigkill" and f["file"] == first.file and (f["line"] or 0) > first.line:
+                f["facts"]["first_failed_task"] = first.facts["tasks"]
+                f["facts"]["first_failed_task_exitcode"] = first.facts["exitcode"]
+                f["cause"] = (f"srun killed the step's remaining tasks after task {first.facts['tasks']} exited with "
+                              f"code {first.facts['exitcode']}: that task's own error is the cause")
+                f["next_step"] = f"read the log of srun task {first.facts['tasks']} (its first error)"
+    if aborts and not any(f["severity"] == ERROR for f in out):
+        # the watchdog is taking the process down, and the excerpt lacks the line that says why: most often the
+        # collective timeout that precedes this notice (an NCCL error would name itself)
+        f = _collapse("nccl_timeout", aborts)
+        f["message"] = ("the NCCL watchdog is taking the process down: 'Some NCCL operations have failed or timed "
+                        "out' (the timeout or error line itself is not in the excerpt)")
+        out.append(f)
+    if stops and not cancels and not any(f["severity"] == ERROR for f in out):
+        # the agent sends the survivors SIGTERM only when a worker failed (or it was stopped itself): the job is
+        # dying even though the failure is not in the excerpt
+        f = _collapse("child_failed", stops)
+        pids = list(dict.fromkeys(e.facts["stopped_pid"] for e in stops))
+        f["facts"]["stopped_pids"] = pids
+        f["facts"].pop("stopped_pid", None)
+        f["message"] = (f"torchrun is stopping {len(pids)} worker(s) with {stops[0].facts['stop_signal']}: a worker "
+                        "failed (or the agent was told to stop); the failure itself is not in the excerpt")
+        out.append(f)
     if cancels and not any(f["severity"] == ERROR for f in out):
         # Slurm cancelled the job and nothing else failed: scancel (or a reason the excerpt lacks); after
         # another error the same line is srun ending the step, an echo of that error
@@ -460,6 +516,30 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         f["cause"] = "the job was cancelled (scancel by a user or an administrator) before it finished"
         out.append(f)
     return out
+
+
+def _mark_consequences(findings: list[dict], events: list[Event]) -> None:
+    """An error that a rank reports after its own collective timed out or its communicator was aborted is a
+    consequence of that hang (the process is being taken down, buffers may be corrupt: an absurd allocation, an
+    illegal access), not its cause: mark it so that it ranks after the hang. An error on a rank that never
+    reported the hang, however late in the file, stays a candidate root cause (the rank that died first)."""
+    first_hang: dict = {}
+    for e in events:
+        if e.kind in _HANG_KINDS:
+            key = (e.file, e.rank)
+            if key not in first_hang or e.line < first_hang[key]:
+                first_hang[key] = e.line
+    if not first_hang:
+        return
+    for f in findings:
+        if f["severity"] != ERROR or f["kind"] in _VICTIM_KINDS or f["kind"] in ("child_failed", "sigabrt"):
+            continue
+        hang = first_hang.get((f["file"], f["rank"]))
+        if hang is not None and f["line"] is not None and f["line"] > hang:
+            f["facts"]["after_own_timeout"] = True
+            f["cause"] = (f"{f['cause']}; reported after this rank's own NCCL timeout/abort, so most likely a "
+                          "consequence of the hang, not its cause" if f.get("cause") else
+                          "reported after this rank's own NCCL timeout/abort: most likely a consequence of the hang")
 
 
 def _metrics(an, ser, rank) -> dict:
@@ -526,7 +606,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         f["facts"] = {k: _clean(v) for k, v in f["facts"].items()}
     findings.sort(key=lambda f: (f["ts"] is None, f["ts"] or 0, f["file"] or "", f["line"] or 0))
     metrics = {k: _clean(v) for k, v in _metrics(an, ser, rank).items()}
-    roots = sorted((f for f in findings), key=lambda f: PRIORITY.index(f["kind"]))
+    _mark_consequences(findings, an.events)
+    roots = sorted(findings, key=lambda f: (bool(f["facts"].get("after_own_timeout")), PRIORITY.index(f["kind"])))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
     # the rank that failed first: the Root Cause of a torchrun summary, else the first error on a known rank
@@ -534,7 +615,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     # only the first to report)
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
         next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
-              and f["kind"] not in _VICTIM_KINDS), None)
+              and f["kind"] not in _VICTIM_KINDS and not f["facts"].get("after_own_timeout")), None)
     timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)

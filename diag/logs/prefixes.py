@@ -69,6 +69,7 @@ def split_prefix(line: str) -> Prefix:
     while pos < n and line[pos] == " ":
         pos += 1
     seen: set[str] = set()
+    from_srun = False
     progressed = True
     while progressed and pos < n:
         progressed = False
@@ -78,8 +79,12 @@ def split_prefix(line: str) -> Prefix:
             m = rx.match(line, pos)
             if not m or m.end() == pos:
                 continue
-            if name in ("rank", "mpi", "srun") and rank is None:
-                rank = int(m["rank"])
+            if name in ("rank", "mpi") and (rank is None or from_srun):
+                # torchrun's or mpirun's rank wins over an srun label in front of it: with one torchrun per
+                # node, ``srun -l`` numbers the node's task, not the rank
+                rank, from_srun = int(m["rank"]), False
+            elif name == "srun" and rank is None:
+                rank, from_srun = int(m["rank"]), True
             elif name in ("host", "syslog") and host is None:
                 host = m["host"]
             elif name == "ts":
@@ -97,7 +102,9 @@ def split_prefix(line: str) -> Prefix:
 #: quoted or braced value, an exception name or a plain word
 _TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?"
                   r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?: +\| ?| +)")
-_NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)")
+_NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)"
+                      # Python logging's default "LEVEL:logger.name:message": the token ends inside the message
+                      r"|^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _DIGITS = re.compile(r"\d+")
 #: NCCL's own "host:pid:tid [dev] " header carries the host and the device: read, never stripped
 _NCCL_HEAD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] ")

@@ -411,9 +411,14 @@ def _signal(m: re.Match[str], msg: str):
 def _exitcode(m: re.Match[str], msg: str):
     code = int(m["code"])
     kind = SIGNAL_KIND.get(-code)
-    if not kind:
+    if kind:
+        f: dict = {"exitcode": code, "signal": SIGNALS[-code]}
+    elif code != 0:
+        # the agent saw a worker exit with an error code and stops the others: a worker failed (its own error
+        # is usually above; diagnosis reports this line only when nothing else explains the failure)
+        kind, f = "worker_failed", {"exitcode": code}
+    else:
         return None
-    f = {"exitcode": code, "signal": SIGNALS[-code]}
     if m["pid"]:
         f["pid"] = int(m["pid"])
     if m["lr"]:
@@ -620,6 +625,13 @@ RULES: list[Rule] = [
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
     Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
+    # ProcessGroupNCCL's own notice before it aborts the process (every PyTorch since 1.8): a collective failed
+    # or timed out; the line that says which usually precedes it
+    Rule("failed or timed out", R(r"Some NCCL operations have failed or timed out|we are taking the entire process "
+                                  r"down"), lambda m, msg: ("nccl_async_abort", {}), ("entire process down",)),
+    # the agent tearing the workers down: one failed (or the agent itself was told to stop)
+    Rule("closing signal", R(r"Sending process (?P<pid>\d+) closing signal (?P<name>SIG\w+)"),
+         lambda m, msg: ("worker_stop", {"stopped_pid": int(m["pid"]), "stop_signal": m["name"]})),
     Rule("exitcode", R(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+)(?: \(pid: (?P<pid>\d+)\))?"), _exitcode),
     Rule("exits with return code", R(r"exits with return code = (?P<code>-\d+)"), _launcher_exit),
     # "exit code 137" (an IDE, kubectl exec), "exitCode: 137" / "Exit Code:    137" (a pod's state), "exited
@@ -631,7 +643,11 @@ RULES: list[Rule] = [
          _slurm_cancel),
     Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
          ("Bus error", "Segmentation fault")),
-    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|task \d+: Killed\b"), _killed),
+    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|tasks? [\d,-]+: Killed\b"), _killed),
+    # srun: a task of the step exited with an error code (the step is then cancelled and the other tasks killed)
+    Rule("Exited with exit code", R(r"tasks? (?P<tasks>[\d,-]+): Exited with exit code (?P<code>\d+)"),
+         lambda m, msg: ("srun_task_exit", {"tasks": m["tasks"], "exitcode": int(m["code"])})
+         if m["code"] != "0" else None),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
          _overflow),
