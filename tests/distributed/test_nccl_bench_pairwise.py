@@ -23,9 +23,12 @@ PAIRWISE = dict(pairwise_bytes="1M", pairwise_iters=5, pairwise_low_fraction=0.2
 
 def test_pairwise_names_the_starved_node(tmp_path):
     start = time.monotonic()
-    # one small all_reduce size: the starved rank is slow at everything, and only pairwise matters here
+    # one all_reduce size: the starved rank is slow at everything, and only pairwise matters here. The
+    # all_reduce phase is long enough (~0.1 s unstarved) that the starvation, which starts when the test
+    # sees the rank's sockets, is on before the pairwise phase: with a 2-iteration 1K phase, on a loaded
+    # machine, the whole measurement sometimes ended before the first SIGSTOP and nothing was slow.
     results, doc = run_local_ranks(tmp_path, 4, write_config(tmp_path, **PAIRWISE), "--pairwise", slow=2,
-                                   bench_args=("-b", "1K", "-e", "1K", "-w", "1", "-n", "2"))
+                                   bench_args=("-b", "256K", "-e", "256K", "-w", "2", "-n", "20"))
     wall = time.monotonic() - start
     assert [rc for rc, _ in results] == [1, 1, 1, 1], results  # every rank reaches the same verdict
     pw = doc["pairwise"]
