@@ -95,8 +95,10 @@ def run_local_ranks(tmp: Path, n: int, config: Path, *args: str, slow: int | Non
                                           stderr=subprocess.PIPE, text=True))
         cycle = None
         if slow is not None:
-            # Starve it only once it has joined the group: a starved `import torch` just makes the test long.
-            wait_sockets(procs[slow].pid, n, timeout=60)
+            # Starve it from its first socket (the store connection, right after `import torch`; a starved
+            # import only makes the test long): waiting for the full mesh raced the measurement itself,
+            # which on an idle machine sometimes ended before the first SIGSTOP.
+            wait_sockets(procs[slow].pid, 1, timeout=60)
             cycle = DutyCycle(procs[slow].pid).__enter__()
         try:
             # Rank 0 is done once the measurements are: stop starving the slow one then, so that
