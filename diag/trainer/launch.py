@@ -20,6 +20,7 @@ import threading
 import time
 
 from llmdiag.trainer.config import build_parser
+from llmdiag.trainer.failures import FAILURE_DIR_ENV, failure_times
 
 WORKER_ENV = "LLMDIAG_TRAIN_WORKER"
 GRACE_S = 5.0
@@ -64,14 +65,17 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None, restart: int =
     """One generation of workers; 0 when all succeed, else the first failure's exit code."""
     from llmdiag.util.procs import ChildGroup
 
+    import tempfile
+
     port = free_port()
     procs = []
+    failures = tempfile.mkdtemp(prefix="failures-")  # inside the run's private temp directory
     group = ChildGroup()  # one process group, dies with this process, stopped and reaped as one
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
                    TORCHELASTIC_RESTART_COUNT=str(restart),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   **{WORKER_ENV: "1"})
+                   **{WORKER_ENV: "1", FAILURE_DIR_ENV: failures})
         procs.append(group.popen([sys.executable, "-m", "llmdiag.trainer", *argv], env=env))
     # one waiter per worker notes when it exited: the first failure is the earliest exit with a
     # non-zero code, not the lowest rank among those a polling loop happens to see together
@@ -104,6 +108,16 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None, restart: int =
             time.sleep(0.05)
     finally:
         group.stop()
+        noted = failure_times(failures)
+        import shutil
+
+        shutil.rmtree(failures, ignore_errors=True)
+    # the earliest noted failure among the ranks that failed (not those stopped by us afterwards)
+    failed_ranks = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+    candidates = sorted((noted[r], r) for r in failed_ranks if r in noted and (first is None or noted[r] <= first[3]))
+    if candidates:
+        t, r = candidates[0]
+        first = (r, procs[r].returncode, procs[r].pid, t)
     if first is None:
         bad = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
         if not bad:

@@ -309,6 +309,9 @@ def run_worker(args) -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure is logged with the rank prefix
         if isinstance(exc, KeyboardInterrupt):
             return 130
+        from llmdiag.trainer.failures import note_failure
+
+        note_failure(rank, exc)  # the moment it failed, before any cleanup (the launcher's root cause)
         if is_collective_timeout(exc):
             log(f"error: collective timeout after {args.collective_timeout:g}s (a peer rank stopped "
                 f"participating): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
