@@ -80,7 +80,8 @@ class DutyCycle:
 
 
 def run_local_ranks(tmp: Path, n: int, config: Path, *args: str, slow: int | None = None,
-                    timeout: float = 120, bench_args=BENCH_ARGS) -> tuple[list[tuple[int, str]], dict]:
+                    timeout: float = 120, bench_args=BENCH_ARGS,
+                    running_ms: float = 2) -> tuple[list[tuple[int, str]], dict]:
     """Run ``n`` ranks on 127.0.0.1 with node names node-0..node-(n-1); rank ``slow`` (if any)
     is duty-cycled from the moment it starts. Returns [(exit code, stderr)] and rank 0's document."""
     port = free_port()
@@ -99,7 +100,7 @@ def run_local_ranks(tmp: Path, n: int, config: Path, *args: str, slow: int | Non
             # import only makes the test long): waiting for the full mesh raced the measurement itself,
             # which on an idle machine sometimes ended before the first SIGSTOP.
             wait_sockets(procs[slow].pid, 1, timeout=60)
-            cycle = DutyCycle(procs[slow].pid).__enter__()
+            cycle = DutyCycle(procs[slow].pid, running_ms=running_ms).__enter__()
         try:
             # Rank 0 is done once the measurements are: stop starving the slow one then, so that
             # it writes its verdict at full speed.

@@ -24,17 +24,31 @@ PAIRWISE = dict(pairwise_bytes="1M", pairwise_iters=5, pairwise_low_fraction=0.2
 # links, and with two equal best links the MAD test is vacuous, so 0.25 called it slow. The
 # healthy test allows 10x; the starved node above is 15-20x slower.
 HEALTHY = dict(PAIRWISE, pairwise_iters=10, pairwise_low_fraction=0.1)
+# The starved rank runs 0.5 ms out of every 30.5 ms. An exchange shorter than one run window is
+# not slowed at all: with 1 MiB (0.45 ms on a fast CI machine) and 2 ms windows, several exchanges
+# fitted in one window and a CI run saw no slow node (reproduced here with 128 KiB, 1 run in 4).
+# 4 MiB takes >= 1.8 ms even at 2.2 GB/s, several windows, so every exchange is starved (~60x).
+STARVED = dict(PAIRWISE, pairwise_bytes="4M", pairwise_iters=3)
+STARVED_RUNNING_MS = 0.5
+
+
+def _links(doc) -> list:
+    if not doc:
+        return []
+    return [(lk["a"], lk["b"], lk["phase"], round(lk["time_us"] / 1e3, 1)) for lk in doc["pairwise"]["links"]]
 
 
 def test_pairwise_names_the_starved_node(tmp_path):
     start = time.monotonic()
     # one small all_reduce size: the starved rank is slow at everything, and only pairwise matters here
-    results, doc = run_local_ranks(tmp_path, 4, write_config(tmp_path, **PAIRWISE), "--pairwise", slow=2,
-                                   bench_args=("-b", "1K", "-e", "1K", "-w", "1", "-n", "2"))
+    results, doc = run_local_ranks(tmp_path, 4, write_config(tmp_path, **STARVED), "--pairwise", slow=2,
+                                   bench_args=("-b", "1K", "-e", "1K", "-w", "1", "-n", "2"),
+                                   running_ms=STARVED_RUNNING_MS)
     wall = time.monotonic() - start
-    assert [rc for rc, _ in results] == [1, 1, 1, 1], results  # every rank reaches the same verdict
+    # every rank reaches the same verdict; the links' exchange times (ms) say why if not
+    assert [rc for rc, _ in results] == [1, 1, 1, 1], (results, _links(doc))
     pw = doc["pairwise"]
-    report = [(lk["a"], lk["b"], lk["phase"], round(lk["gbps"], 4)) for lk in pw["links"]]
+    report = _links(doc)
     assert [n["node"] for n in pw["slow_nodes"]] == ["node-2"], report
     assert pw["slow_links"] == [], report
     # ring neighbours first (every node in two pairs), then sampled partners of the suspects
