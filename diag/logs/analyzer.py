@@ -52,6 +52,12 @@ _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
 
+_LOOSE_RANK_ROW = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*$")
+#: how far apart two entries' rank rows may be (7 rows an entry; a traceback row can span more)
+_ENTRY_GAP = 64
+_LOOSE_ROWS = 256
+
+
 class _ChildFailedBlock:
     """The torchrun summary: ``Failures:`` entries and the ``Root Cause`` entry."""
 
@@ -104,6 +110,11 @@ class _ChildFailedBlock:
         if self.section == "root" and self.cur is not None:
             self.done = True
 
+    def adopt(self, rows: list[tuple[int, int | None]]) -> None:
+        """Failures listed above the part of the summary the excerpt kept (their headers cut off)."""
+        self.entries[:0] = [{"index": None, "root": False, "rank": r, **({"local_rank": lr} if lr is not None else {})}
+                            for r, lr in rows]
+
     def facts(self) -> dict:
         f: dict = {}
         root = next((e for e in self.entries if e["root"]), None)
@@ -134,6 +145,10 @@ class LogAnalyzer:
         self.lines_with_loss = 0
         self.extra: dict = {}
         self._block: _ChildFailedBlock | None = None
+        #: ``rank : N (local_rank: M)`` rows seen outside a summary, per file: (line, rank, local rank).
+        #: An excerpt cut inside the ``Failures:`` list starts the summary at ``Root Cause``; the
+        #: entries above it are still failed ranks.
+        self._loose_rows: dict[str, list[tuple[int, int, int | None]]] = {}
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
         #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
@@ -258,6 +273,13 @@ class LogAnalyzer:
         msg = pre.message
         ts = timestamp_of(pre)
         want = 0
+        if "(local_rank:" in msg:
+            row = _LOOSE_RANK_ROW.match(msg)
+            if row:
+                rows = self._loose_rows.setdefault(file, [])
+                rows.append((lineno, int(row[1]), int(row[2])))
+                del rows[:-_LOOSE_ROWS]
+                return 0
         rec = progress_of(msg)
         if rec is not None:
             self._record(rec, file, lineno, pre.rank, ts)
@@ -287,6 +309,9 @@ class LogAnalyzer:
             if kind == "child_failed":
                 if self._block is None:
                     self._block = _ChildFailedBlock(ev)
+                    if self._block.section == "root":
+                        self._block.adopt(self._rows_above(file, lineno))
+                    self._loose_rows.pop(file, None)
                     want = 1
                 continue
             if kind == "traceback":
@@ -312,6 +337,16 @@ class LogAnalyzer:
                 continue
             self.events.append(ev)
         return want
+
+    def _rows_above(self, file: str, lineno: int) -> list[tuple[int, int | None]]:
+        """The loose rank rows right above ``lineno``: one entry per few lines, back to the first gap."""
+        out, at = [], lineno
+        for n, rank, local in reversed(self._loose_rows.get(file, ())):
+            if at - n > _ENTRY_GAP:
+                break
+            out.append((rank, local))
+            at = n
+        return out[::-1]
 
     def _close_block(self) -> None:
         blk = self._block

@@ -677,7 +677,9 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     # "onnect" would make every "NCCL INFO Connected all rings" line a candidate; the rule's
     # regex needs one of these two
     + ["RendezvousConnectionError", "failed to connect", "torch==", "orch version", "orch_version", "operation timeout", "Watchdog",
-       "world_size", "world size", "WORLD_SIZE"]
+       "world_size", "world size", "WORLD_SIZE",
+       # a ChildFailedError entry's rank row: an excerpt cut inside the summary still lists these ranks
+       "(local_rank:"]
     + ["NCCL error", "ncclInternalError", "ncclSystemError", "ncclUnhandledCudaError", "DistBackendError",
        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",

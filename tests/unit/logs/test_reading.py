@@ -174,3 +174,21 @@ def test_fixed_width_records_are_not_taken_for_a_wrapped_capture():
         line = f"[rank0]: step={i} " + "x" * 150
         wrapped += [line[:100], line[100:]]
     assert terminal_width(wrapped) == 100
+
+
+def _entry(i: int, rank: int, traceback: str = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"):
+    return (f"[{i}]:\n  time      : 2024-03-05_07:01:51\n  host      : node-a\n  rank      : {rank} (local_rank: {rank})\n"
+            f"  exitcode  : 1 (pid: {7000 + rank})\n  error_file: <N/A>\n  traceback : {traceback}\n")
+
+
+def test_summary_cut_inside_its_failures_keeps_the_ranks_above_the_cut(tmp_path):
+    """An excerpt that starts inside ``Failures:`` (header cut off) still lists the ranks above Root Cause."""
+    long_tb = "Traceback (most recent call last):\n" + "".join(f'    File "train.py", line {n}, in f\n' for n in range(20))
+    cut = ("  exitcode  : 1 (pid: 7005)\n" + _entry(2, 6, long_tb) + _entry(3, 7) + "-" * 60 + "\n"
+           "Root Cause (first observed failure):\n" + _entry(0, 4) + "=" * 60 + "\n")
+    (cf,) = [f for f in run(tmp_path, cut)["findings"] if f["kind"] == "child_failed"]
+    assert cf["facts"]["failed_ranks"] == [4, 6, 7] and cf["facts"]["first_failing_rank"] == 4
+    # a rank row far above the summary (an earlier, unrelated report) is not one of its failures
+    stray = "  rank      : 9 (local_rank: 1)\n" + "".join(f"step {i} loss 2.0\n" for i in range(1, 100)) + cut
+    (cf,) = [f for f in run(tmp_path, stray)["findings"] if f["kind"] == "child_failed"]
+    assert cf["facts"]["failed_ranks"] == [4, 6, 7]

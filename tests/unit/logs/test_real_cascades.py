@@ -61,7 +61,7 @@ CASES = [
     Case("timeouts_internlm_terminate.log", ["nccl_timeout"], "nccl_timeout", None, [], [1, 2],
          facts={"seq_num": 316, "first_reporting_rank": 0, "ranks_reporting": [0, 3]}),
     Case("childfailed_four_ranks.log", ["child_failed"], "child_failed", 0,
-         facts={"exitcode": 1, "root_cause_pid": 69811}),
+         facts={"exitcode": 1, "root_cause_pid": 69811, "failed_ranks": [0, 1, 2, 3]}),
     Case("internal_error_rc3_chain.log", ["nccl_internal_error"], "nccl_internal_error", None,
          facts={"nccl_return_code": 3, "nccl_version": "2.21.5"}),
     Case("ray_worker_internal_error.log", ["nccl_internal_error"], "nccl_internal_error",
