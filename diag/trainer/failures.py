@@ -12,9 +12,7 @@ FAILURE_DIR_ENV = "LLMDIAG_FAILURE_DIR"
 
 
 def note_failure(rank: int, exc: BaseException) -> None:
-    """In a worker: record when it failed, before any cleanup. The launcher's "first failure" is
-    the earliest of these, not the earliest exit: a rank that crashes closes its sockets only while
-    it shuts down, and the peer that then fails on the reset can exit first."""
+    """In a worker: record when it failed, before any cleanup (see the module docstring)."""
     d = os.environ.get(FAILURE_DIR_ENV)
     if not d:
         return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,8 +110,6 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None, restart: int =
     finally:
         group.stop()
         noted = failure_times(failures)
-        import shutil
-
         shutil.rmtree(failures, ignore_errors=True)
     # the earliest noted failure among the ranks that failed (not those stopped by us afterwards)
     failed_ranks = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
