@@ -52,6 +52,10 @@ for canon, names in {
     for n in names:
         ALIASES[n] = canon
 
+#: loss spellings that name a running average: a line that prints one next to the step's own loss
+#: ("avg_loss=2.31 loss=2.95") is read for the step's loss; the average only when it is alone
+AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
+
 _KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
 # key, separator, optional opening bracket/quote, number, unit
 FIELD = re.compile(
@@ -132,17 +136,20 @@ def parse_progress(msg: str) -> dict | None:
     if "=" in msg and ":" not in msg and "'" not in msg and '"' not in msg and " - " not in msg:
         for f in _KV.finditer(msg, start):
             canon = ALIASES.get(f[1].lower())
+            if canon == "loss" and f[1].lower() in AVERAGE_LOSS:
+                canon = "_avg_loss"
             if canon is None or canon in rec:
                 continue
             v = to_float(f[2])
             if v is not None:
                 canon, v = _unit_scale(canon, f[3] or "", v)
                 rec.setdefault(canon, v)
+        _average_if_alone(rec)
         if "loss" in rec:
             start = len(msg)  # else a spaced "loss = 3.07" (torch-rnn, TF-Slim): the general fields below
     for f in FIELD.finditer(msg, start):
         key = f["key"].lower()
-        canon = ALIASES[key]
+        canon = "_avg_loss" if key in AVERAGE_LOSS else ALIASES[key]
         sep = f["sep"]
         # nanoGPT's "key value" form only for words that are unambiguous without a colon
         if not sep.strip() and key not in ("loss", "iter", "step", "time", "mfu", "train loss", "val loss",
@@ -156,6 +163,7 @@ def parse_progress(msg: str) -> dict | None:
         if canon in rec:
             continue
         rec[canon] = v
+    _average_if_alone(rec)
     if "loss" not in rec and "val_loss" not in rec:
         return None
     if "train_runtime" in msg or "train_steps_per_second" in msg or "Averaged stats" in msg:
@@ -173,6 +181,13 @@ def parse_progress(msg: str) -> dict | None:
     if _EVAL_LINE.match(msg):
         rec["_eval_line"] = True
     return _finish(rec)
+
+
+def _average_if_alone(rec: dict) -> None:
+    """The running-average loss stands for the loss only on a line without the step's own."""
+    avg = rec.pop("_avg_loss", None)
+    if avg is not None and "loss" not in rec:
+        rec["loss"] = avg
 
 
 def _guess_format(msg: str) -> str:

@@ -27,6 +27,11 @@ CASES = [
     ("{'loss': 0.0797, 'grad_norm': 2.54, 'learning_rate': 0.0001, 'epoch': 0.75}",
      {"loss": 0.0797, "grad_norm": 2.54, "epoch": 0.75}),
     ("epoch 0 step 100 loss 2.34 lr 1e-05", {"step": 100, "loss": 2.34, "lr": 1e-5}),
+    # a running average printed before the step's own loss is not the step's loss ...
+    ("step=10 avg_loss=2.31 loss=2.95 lr=1e-4", {"step": 10, "loss": 2.95, "lr": 1e-4}),
+    ("Step 5: avg loss: 1.20, loss: 3.30", {"step": 5, "loss": 3.3}),
+    # ... but it is the loss when it is all the line prints (kohya's tqdm postfix)
+    ("steps:   1%|▋     | 41/3280 [00:50<1:06:54,  1.24s/it, avr_loss=0.113]", {"iter": 41, "loss": 0.113}),
 ]
 
 
