@@ -25,6 +25,9 @@ def packages() -> list[str]:
     for name, directory in PACKAGE_DIR.items():
         found.append(name)
         found += [f"{name}.{sub}" for sub in find_packages(directory)]
+    # data only (the JSON Schemas of the documents): listed so that setuptools ships it without
+    # its "Package would be ignored" warning about a directory without __init__.py
+    found.append("llmdiag.schemas")
     return found
 
 
