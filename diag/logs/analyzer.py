@@ -169,6 +169,9 @@ class LogAnalyzer:
         self._learners: dict[str, prefixes.PrefixLearner] = {}
         #: files captured from a terminal that cut lines at a fixed width, and the pieces of a cut line
         self._width: dict[str, int] = {}
+        #: per short file: line -> (the line its hard-wrapped record starts at, the record or None)
+        self._joins: dict[str, dict[int, tuple[int, str | None]]] = {}
+        self._joins_done: dict[str, set[int]] = {}
         self._tw: tuple[int, list[str]] | None = None
         self._tw_file: str = ""
         self._learn_budget: dict[str, int] = {}
@@ -192,9 +195,16 @@ class LogAnalyzer:
         lines = head.split(b"\n")[:-1][:PRIME_LINES]
         for raw in lines:
             learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message)
-        width = terminal_width([raw.decode("utf-8", "replace").rstrip("\r") for raw in lines])
+        texts = [raw.decode("utf-8", "replace").rstrip("\r") for raw in lines]
+        width = terminal_width(texts)
         if width:
             self._width[path] = width
+        if len(head) < PRIME_BYTES and len(lines) <= PRIME_LINES:  # the whole file: a short excerpt
+            # its wrapped records are known before reading, including those whose first piece has no
+            # keyword (the reader never hands such a piece over, so the width path cannot start there)
+            joins = hard_wrapped(texts, cut=bool(width))
+            if joins:
+                self._joins[path] = joins
 
     def normalise(self, file: str, text: str) -> prefixes.Prefix:
         """A physical line → its prefixes (known shapes, then the ones learned from the file) and message."""
@@ -213,6 +223,14 @@ class LogAnalyzer:
 
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        joins = self._joins.get(file)
+        if joins:
+            # a piece of a hard-wrapped record: the record, once (records before this line whose pieces
+            # had no keyword, e.g. one cut inside its only keyword, are read first)
+            self._flush_joins(file, lineno)
+            hit = joins.get(lineno)
+            if hit:
+                return self._read_join(file, hit[0])
         width = self._width.get(file)
         if width:  # a terminal capture cut at ``width`` columns: a full-width piece continues on the next line
             piece = text.rstrip("\r\n")
@@ -227,6 +245,20 @@ class LogAnalyzer:
                 self._tw, self._tw_file = (lineno, [piece]), file
                 return 1
         return self._whole(file, lineno, text)
+
+    def _read_join(self, file: str, start: int) -> int:
+        done = self._joins_done.setdefault(file, set())
+        if start in done:
+            return 0
+        done.add(start)
+        return self._whole(file, start, self._joins[file][start][1] or "")
+
+    def _flush_joins(self, file: str, before: float) -> None:
+        done = self._joins_done.get(file, ())
+        for start in sorted(n for n, (st, rec) in self._joins[file].items() if rec is not None and n < before):
+            if start not in done:
+                self._read_join(file, start)
+                done = self._joins_done[file]
 
     def _whole(self, file: str, lineno: int, text: str, joined: bool = False) -> int:
         if self._wrap is None and self._block is None and text.count("]:") >= 2:
@@ -511,6 +543,10 @@ class LogAnalyzer:
         return b if len(keep) == len(keys) else take(b, np.array(keep, dtype=np.int64))
 
     def finish(self) -> None:
+        for file in list(self._joins):
+            self._flush_joins(file, math.inf)
+        self._joins.clear()
+        self._joins_done.clear()
         self.flush()
         if self._tw is not None:
             (first, pieces), self._tw = self._tw, None
@@ -594,6 +630,53 @@ def terminal_width(lines: list[str]) -> int | None:
 
 
 _HEAD = re.compile(r"\d+")
+
+
+def _kinds(text: str) -> set[str]:
+    return {kind for kind, _, _ in signatures.match_line(prefixes.split_prefix(text).message)}
+
+
+def _seen_kinds(text: str) -> set[str]:
+    """What the analyzer learns from ``text`` as a line of its own: nothing unless the prefilter hands it over."""
+    return _kinds(text) if _plain_prefilter().search(text.encode("utf-8", "replace")) else set()
+
+
+def hard_wrapped(lines: list[str], cut: bool = False) -> dict[int, tuple[int, str | None]]:
+    """Records of a short excerpt that a fixed width split, with a failure signature in them.
+
+    The pieces of a split record but the last are exactly the excerpt's longest length (>= 60
+    columns, the width it was cut at). When :func:`terminal_width` found that width (``cut``), every
+    such record with a signature in it or in one of its pieces counts; otherwise (too few lines to
+    tell) only one whose joined pieces say all that the pieces read as lines do, and more (a
+    signature that spans the cut, or sits in a piece without a keyword of its own). Returns line
+    number -> (first line of the record, the joined record on that first line, None on the others)."""
+    if len(lines) < 2:
+        return {}
+    top = max(len(x) for x in lines)
+    if top < 60:
+        return {}
+    out: dict[int, tuple[int, str | None]] = {}
+    i = 0
+    while i < len(lines) - 1:
+        if len(lines[i]) != top:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) - 1 and len(lines[j]) == top and j - i < MAX_WRAPPED - 1:
+            j += 1
+        pieces = lines[i:j + 1]
+        said = _kinds("".join(pieces))
+        alone = [_kinds(p) for p in pieces] if cut else [_seen_kinds(p) for p in pieces]
+        seen = set().union(*alone)
+        # without a known width, a join must add and lose nothing: a record of its own after a long
+        # line (a signature anchored at its start) keeps being read on its own
+        if (said or seen) if cut else (said > seen):
+            out[i + 1] = (i + 1, "".join(pieces))
+            out.update({n + 1: (i + 1, None) for n in range(i + 1, j + 1)})
+            i = j + 1
+        else:
+            i += 1
+    return out
 
 
 #: pieces of one terminal-wrapped line joined at most
