@@ -61,9 +61,10 @@ END = [
 ]
 
 
-#: progress-line styles (``--style``): the default, a Python-logging timestamp in front, and
-#: Megatron-LM's padded iteration line
-STYLES = ("rank", "timestamped", "megatron")
+#: progress-line styles (``--style``): the default, a Python-logging timestamp in front,
+#: Megatron-LM's padded iteration line, and the same with torchrun's ``--tee`` prefix on every
+#: line (``[default7]:`` on the last rank's progress lines, any local rank on the NCCL lines)
+STYLES = ("rank", "timestamped", "megatron", "megatron-prefixed")
 
 
 def progress_line(style: str, step: int, tail: str, rnd: random.Random) -> str:
@@ -89,6 +90,7 @@ def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
                          d=rnd.randint(0, 7), e=rnd.randint(0, 7)) for _ in range(100)]
     tails = [f"loss={3.0 + rnd.random() * 0.05:.4f} lr=3.0e-04 grad_norm={1.0 + rnd.random() * 0.1:.3f} "
              f"step_time_ms={41 + rnd.random():.1f} tokens_per_s={12400 + rnd.randint(-100, 100)}" for _ in range(20000)]
+    prefixed = style.endswith("-prefixed")
     target = mb << 20
     written = 0
     step = 0
@@ -98,9 +100,11 @@ def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
             for r in rnd.choices(range(5), k=5000):
                 if r == 0:  # a progress line every five lines on average
                     step += 1
-                    lines.append(progress_line(style, step, rnd.choice(tails), rnd))
+                    line = progress_line(style.removesuffix("-prefixed"), step, rnd.choice(tails), rnd)
+                    lines.append("[default7]:" + line if prefixed else line)
                 else:
-                    lines.append(rnd.choice(noise))
+                    line = rnd.choice(noise)
+                    lines.append(f"[default{r + 2}]:{line}" if prefixed else line)
             if rnd.random() < 0.02:
                 lines.append(rnd.choice(warns))
             block = "\n".join(lines) + "\n"
