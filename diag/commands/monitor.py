@@ -146,9 +146,10 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
         got.append(signum)
         stop.set()
 
-    from llmdiag.util.procs import HANDLED
+    from llmdiag.util.procs import HANDLED, inherited_ignore
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, *HANDLED)}
+    # a signal the caller ignored (nohup: SIGHUP; a background job: SIGINT) stays ignored
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, *HANDLED) if not inherited_ignore(s)}
     try:
         mon = Monitor(node=ctx.node, interval_s=interval, rules=rules, gpus=gpus, host=HostSampler(), sinks=sinks,
                       notify=notify, env=env, stop=stop)

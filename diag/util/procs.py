@@ -151,9 +151,21 @@ def _raise(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
+def inherited_ignore(sig: int) -> bool:
+    """Whether ``sig`` was ignored when llmdiag started: ``nohup`` ignores SIGHUP, a shell's
+    background job SIGINT and SIGQUIT. That is the caller's choice, and llmdiag keeps it."""
+    try:
+        return signal.getsignal(sig) == signal.SIG_IGN
+    except (ValueError, OSError):
+        return False
+
+
 def install_signal_handlers() -> None:
-    """In the main thread of the llmdiag process: SIGTERM / SIGHUP raise :class:`Terminated`."""
+    """In the main thread of the llmdiag process: SIGTERM / SIGHUP raise :class:`Terminated`
+    (a signal the caller ignored, as ``nohup`` does SIGHUP, stays ignored)."""
     for s in HANDLED:
+        if inherited_ignore(s):
+            continue
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             signal.signal(s, _raise)
 

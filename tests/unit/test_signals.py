@@ -152,6 +152,33 @@ def test_monitor_sighup_still_writes(tmp_path):
     assert (tmp_path / "work" / "r.json").read_text().startswith("{")
 
 
+def _nohup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what `nohup` does before it runs the command
+
+
+@pytest.mark.parametrize("args", [
+    ["nccl-bench", "--nproc", "2", "--backend", "gloo", "-b", "1M", "-e", "8M", "-n", "500"],
+    ["monitor", "--interval", "0.1", "--timeline", "t.csv", "-f", "json", "-o", "r.json"],
+])
+def test_under_nohup_sighup_is_left_ignored(tmp_path, args):
+    """`nohup llmdiag ...` must outlive the terminal: the SIGHUP the caller ignored stays ignored,
+    and SIGTERM still ends the run cleanly."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "work").mkdir()
+    proc = subprocess.Popen(llmdiag_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path / "work", env=cli_env(TMPDIR=str(tmp_path / "tmp")),
+                            start_new_session=True, preexec_fn=_nohup)
+    t = tmp_path / "work" / "t.csv"
+    started = (lambda: len(children_of(proc.pid)) >= 2) if args[0] == "nccl-bench" else \
+        (lambda: t.exists() and t.read_text().count("\n") > 2)
+    assert wait_for(started, 30), "never started"
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    err = finish(proc, signal.SIGTERM)
+    assert "SIGHUP" not in err
+
+
 def test_analyze_log_follow(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 2.0\n")
