@@ -18,6 +18,8 @@ _TS = (r"(?P<y>\d{4})[-/](?P<mo>\d{2})[-/](?P<d>\d{2})[ T_](?P<h>\d{2}):(?P<mi>\
        r"(?P<frac>[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
+    # a log quoted in an e-mail, a forum or an issue's markdown ("> ", "> > ")
+    ("quote", re.compile(r"(?:>[ \t]?)+")),
     ("lineno", re.compile(r"\[\d+\] ")),
     ("rank", re.compile(r"\[(?:rank|default|worker|trainer)(?P<rank>\d+)\]:\s?")),
     ("mpi", re.compile(r"\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),

@@ -1,4 +1,4 @@
-"""Real excerpts pasted at a fixed width: the same labels as the excerpt itself.
+"""Real excerpts as they get pasted, cut at a fixed width or quoted: the same labels as the excerpt itself.
 
 Issue reports often carry a log copied from a terminal or a web view that cut every line at 80, 100
 or 120 columns. The real excerpts of the wording tests are cut here the way a terminal cuts them
@@ -56,6 +56,15 @@ def test_cut_at_a_fixed_width_says_the_same(tmp_path, source, text, width):
         pytest.xfail(KNOWN[(source, width)])
     whole = labels(tmp_path, "whole.log", text)
     assert labels(tmp_path, "cut.log", cut(text, width)) == whole
+
+
+@pytest.mark.parametrize("source,text", CASES, ids=[c[0] for c in CASES])
+def test_quoted_says_the_same(tmp_path, source, text):
+    """The same excerpts quoted as an e-mail, a forum post or an issue's markdown does ("> ")."""
+    if source == "wd_wrapped_interleaved_terminate":
+        pytest.xfail("wrapped before it was quoted: the quote marker sits inside the rejoined record")
+    quoted = "\n".join("> " + line for line in text.split("\n"))
+    assert labels(tmp_path, "quoted.log", quoted) == labels(tmp_path, "whole.log", text)
 
 
 def test_a_long_line_before_a_record_of_its_own_is_not_joined_to_it(tmp_path):
