@@ -64,7 +64,14 @@ def find_timestamp(text: str) -> float | None:
     return parse_timestamp(m) if m else None
 
 
+#: terminal colour and cursor sequences (CSI), kept by ``script``, ``tee`` under FORCE_COLOR, CI
+#: consoles, and Python 3.13's coloured tracebacks
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
 def split_prefix(line: str) -> Prefix:
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
     rank = host = ts = None
     pos = 0
     n = len(line)

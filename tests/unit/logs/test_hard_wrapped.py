@@ -1,4 +1,5 @@
-"""Real excerpts as they get pasted, cut at a fixed width or quoted: the same labels as the excerpt itself.
+"""Real excerpts as they get pasted (cut at a fixed width, quoted, with terminal colours): the same
+labels as the excerpt itself.
 
 Issue reports often carry a log copied from a terminal or a web view that cut every line at 80, 100
 or 120 columns. The real excerpts of the wording tests are cut here the way a terminal cuts them
@@ -8,6 +9,8 @@ analyzer.hard_wrapped joins the pieces of a short excerpt when the joined record
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -65,6 +68,19 @@ def test_quoted_says_the_same(tmp_path, source, text):
         pytest.xfail("wrapped before it was quoted: the quote marker sits inside the rejoined record")
     quoted = "\n".join("> " + line for line in text.split("\n"))
     assert labels(tmp_path, "quoted.log", quoted) == labels(tmp_path, "whole.log", text)
+
+
+@pytest.mark.parametrize("source,text", CASES, ids=[c[0] for c in CASES])
+def test_coloured_says_the_same(tmp_path, source, text):
+    """The same excerpts captured with their terminal colours (``script``, CI consoles): every other
+    line red, and exception names in Python 3.13's traceback colours."""
+    if source == "wd_wrapped_interleaved_terminate":
+        pytest.xfail("wrapped before it was coloured: the colour codes sit inside the rejoined record")
+    lines = text.split("\n")
+    coloured = "\n".join(f"\x1b[31m{ln}\x1b[0m" if i % 2 else
+                         re.sub(r"^(\w+(?:\.\w+)*(?:Error|Exception))(: )", "\x1b[1;35m\\1\x1b[0m\\2\x1b[35m", ln)
+                         for i, ln in enumerate(lines))
+    assert labels(tmp_path, "coloured.log", coloured) == labels(tmp_path, "whole.log", text)
 
 
 def test_a_long_line_before_a_record_of_its_own_is_not_joined_to_it(tmp_path):
