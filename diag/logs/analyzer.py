@@ -254,11 +254,8 @@ class LogAnalyzer:
         return self._whole(file, start, self._joins[file][start][1] or "")
 
     def _flush_joins(self, file: str, before: float) -> None:
-        done = self._joins_done.get(file, ())
-        for start in sorted(n for n, (st, rec) in self._joins[file].items() if rec is not None and n < before):
-            if start not in done:
-                self._read_join(file, start)
-                done = self._joins_done[file]
+        for start in sorted(n for n, (_, rec) in self._joins[file].items() if rec is not None and n < before):
+            self._read_join(file, start)  # once: a record already read is skipped there
 
     def _whole(self, file: str, lineno: int, text: str, joined: bool = False) -> int:
         if self._wrap is None and self._block is None and text.count("]:") >= 2:
