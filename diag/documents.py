@@ -347,6 +347,8 @@ class LogAnalysisDoc(Header):
     steps: list[StepRow] = dataclasses.field(default_factory=list)
     steps_total: int | None = None
     read: dict[str, Any] = dataclasses.field(default_factory=dict)
+    node: str | None = dataclasses.field(default=None, metadata=_doc(
+        "the host that followed the log (analyze-log --follow); absent when logs were read after the fact"))
 
 
 # ---------------------------------------------------------------- estimate-memory

@@ -95,8 +95,14 @@ class FilesystemProbe(BaseProbe):
     def run(self, ctx):
         paths = ctx.config.get("filesystem", "paths") or []
         if not paths:
-            paths = [{"path": os.getcwd(), "required_free_gb": 0.0, "writable": True, "shared": False},
-                     {"path": tempfile.gettempdir(), "required_free_gb": 0.0, "writable": True, "shared": False}]
+            from llmdiag.util.procs import system_tempdir
+
+            # named by role (path:workdir, path:tempdir), not by the directory: a check keeps its
+            # name from run to run (CI test history, Prometheus series) wherever the job starts
+            paths = [{"path": os.getcwd(), "role": "workdir", "required_free_gb": 0.0, "writable": True,
+                      "shared": False},
+                     {"path": system_tempdir(), "role": "tempdir", "required_free_gb": 0.0, "writable": True,
+                      "shared": False}]
             yield self.ok(ctx, "paths", "no filesystem.paths configured: checking the working directory and the "
                           "temp dir as defaults", evidence=[("paths", ", ".join(p["path"] for p in paths), None, "")])
         try:
@@ -109,7 +115,7 @@ class FilesystemProbe(BaseProbe):
 
     def check_path(self, ctx, item, mounts, budget: float):
         path = os.path.abspath(item["path"])
-        check = f"path:{path}"
+        check = f"path:{item.get('role') or path}"
         start = time.monotonic()
         try:
             facts = call_bounded(_stat_facts, budget, path, item["writable"])

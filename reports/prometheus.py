@@ -8,9 +8,11 @@ Every metric is declared once in :data:`METRICS` (name, type, labels, help); wri
 undeclared one is an error, and docs/reports.md's metric list is generated from the table
 (``python -m llmdiag.reports.prometheus``).
 
-Every sample carries ``job`` (the command), ``run`` (which run: the document's ``run`` if it
-has one, else a short hash of what was examined) and, where the document knows it, ``node``:
-several runs and commands share one textfile directory without duplicate series.
+Every sample has the same labels from run to run, so a run rewrites its series instead of adding
+new ones: ``command`` (never ``job``, which Prometheus sets on every target) and, where the
+document knows them, ``node``, the ``log`` an analysis read or the ``plan`` an estimate is of.
+Which run wrote the file is one info metric, ``llmdiag_run_info{run=...} 1``, not a label on
+every sample.
 A value the document lacks is left out, never guessed. Status codes everywhere: pass 0, skip 1,
 warn 2, fail 3 (severity order, so ``llmdiag_check_status >= 3`` selects failures).
 """
@@ -29,7 +31,8 @@ from llmdiag import documents as D
 from llmdiag.reports.base import RenderOptions
 
 STATUS_HELP = "pass 0, skip 1, warn 2, fail 3"
-_RUN = ("job", "run")
+#: the label every sample has: which command wrote it (not ``job``: Prometheus' target label)
+_BASE = ("command",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,13 +45,15 @@ class Metric:
 
 
 def _m(section: str, name: str, type_: str, labels: str, help_: str) -> Metric:
-    return Metric(name, type_, _RUN + tuple(x for x in labels.split() if x), help_, section)
+    return Metric(name, type_, _BASE + tuple(x for x in labels.split() if x), help_, section)
 
 
 #: every metric llmdiag writes; docs/reports.md is generated from this table
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    _m("every report", "llmdiag_report_status", "gauge", "node", f"Overall status of the report: {STATUS_HELP}."),
-    _m("every report", "llmdiag_report_timestamp_seconds", "gauge", "node", "When the report was produced (Unix time)."),
+    _m("every report", "llmdiag_report_status", "gauge", "node log plan", f"Overall status of the report: {STATUS_HELP}."),
+    _m("every report", "llmdiag_report_timestamp_seconds", "gauge", "node log plan", "When the report was produced (Unix time)."),
+    _m("every report", "llmdiag_run_info", "gauge", "node log plan run",
+       "Always 1: which run wrote these metrics (run changes every run; no other metric has it)."),
     _m("preflight (cluster)", "llmdiag_check_status", "gauge", "node probe check",
        f"Status of one check on one node: {STATUS_HELP}."),
     _m("preflight (cluster)", "llmdiag_check_duration_seconds", "gauge", "node probe check", "How long the check's probe took."),
@@ -74,23 +79,23 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("nccl-bench", "llmdiag_nccl_world_size", "gauge", "node", "Ranks that took part."),
     _m("nccl-bench", "llmdiag_nccl_pair_busbw_bytes_per_second", "gauge", "node a b",
        "Bus bandwidth between two nodes in the pairwise test."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_findings", "gauge", "kind severity",
+    _m("analyze-log (log-analysis)", "llmdiag_log_findings", "gauge", "node log kind severity",
        "Findings in the analysed log, by kind and severity."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_last_step", "gauge", "", "Last training step (or iteration) in the log."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_loss_last", "gauge", "", "Last loss in the log (NaN when it was NaN)."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_loss_min", "gauge", "", "Lowest loss in the log."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_learning_rate_last", "gauge", "", "Last learning rate in the log."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_grad_norm_last", "gauge", "", "Last gradient norm in the log."),
-    _m("analyze-log (log-analysis)", "llmdiag_log_step_time_seconds", "gauge", "", "Typical time of one step."),
-    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_bytes", "gauge", "component",
+    _m("analyze-log (log-analysis)", "llmdiag_log_last_step", "gauge", "node log", "Last training step (or iteration) in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_loss_last", "gauge", "node log", "Last loss in the log (NaN when it was NaN)."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_loss_min", "gauge", "node log", "Lowest loss in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_learning_rate_last", "gauge", "node log", "Last learning rate in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_grad_norm_last", "gauge", "node log", "Last gradient norm in the log."),
+    _m("analyze-log (log-analysis)", "llmdiag_log_step_time_seconds", "gauge", "node log", "Typical time of one step."),
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_bytes", "gauge", "plan component",
        "Predicted per-GPU memory by component."),
-    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_total_bytes", "gauge", "",
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_estimate_total_bytes", "gauge", "plan",
        "Predicted per-GPU peak memory."),
-    _m("estimate-memory (memory-estimate)", "llmdiag_memory_gpu_bytes", "gauge", "",
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_gpu_bytes", "gauge", "plan",
        "Memory of the GPU the plan is checked against."),
-    _m("estimate-memory (memory-estimate)", "llmdiag_memory_headroom_bytes", "gauge", "",
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_headroom_bytes", "gauge", "plan",
        "GPU memory left by the plan (negative: short by)."),
-    _m("estimate-memory (memory-estimate)", "llmdiag_memory_verdict", "gauge", "verdict",
+    _m("estimate-memory (memory-estimate)", "llmdiag_memory_verdict", "gauge", "plan verdict",
        "Verdict of the estimate: pass 0 (fits), warn 2 (tight), fail 3 (out of memory)."),
     _m("monitor", "llmdiag_monitor_samples_total", "counter", "node", "Samples taken since the monitor started."),
     _m("monitor", "llmdiag_monitor_last_sample_timestamp_seconds", "gauge", "node",
@@ -159,23 +164,43 @@ def _value(value: Any, nan_ok: bool) -> float | None:
 
 
 def run_id(doc: Mapping[str, Any]) -> str:
-    """The ``run`` label: the document's own ``run`` when it has one, else 8 hex digits of what
-    the run examined and when it started (the same estimate or log rewrites the same series;
-    another run adds its own; a monitor keeps one label from its first sample to its report)."""
+    """Which run: the document's own ``run`` when it has one, else 8 hex digits of what the run
+    examined and when it started (a monitor keeps one from its first sample to its report).
+    Only ``llmdiag_run_info`` carries it: on every sample it would add series every run."""
     if doc.get("run"):
         return str(doc["run"])
     when = "started_at" if doc.get("started_at") is not None else "created_at"  # a monitor's live samples share it
-    ident = {k: doc.get(k) for k in ("command", "files", "model", "plan", "spec", "world", "node", when)
-             if doc.get(k) is not None}
+    return _digest(doc, ("command", "files", "model", "plan", "spec", "world", "node", when))
+
+
+def _digest(doc: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    ident = {k: doc.get(k) for k in keys if doc.get(k) is not None}
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def log_label(files: list[str]) -> str | None:
+    """The ``log`` label: the file analysed, or the directory that holds all of them (rank logs)."""
+    import os
+
+    files = [str(f) for f in files if f]
+    if not files:
+        return None
+    if len(files) == 1:
+        return files[0]
+    try:
+        return os.path.commonpath(files) or files[0]
+    except ValueError:  # absolute and relative paths mixed
+        return files[0]
 
 
 class Exposition:
     """Samples grouped by family, written in first-seen order with HELP/TYPE once each."""
 
-    def __init__(self, doc: Mapping[str, Any], node: str | None = None) -> None:
-        self.base = {"job": str(doc.get("command") or doc.get("kind") or "llmdiag"), "run": run_id(doc)}
+    def __init__(self, doc: Mapping[str, Any], node: str | None = None,
+                 fixed: Mapping[str, str | None] | None = None) -> None:
+        self.base = {"command": str(doc.get("command") or doc.get("kind") or "llmdiag")}
         self.node = node
+        self.fixed = {k: v for k, v in (fixed or {}).items() if v is not None}  # on every metric that declares it
         self._families: dict[str, list[tuple[dict[str, str], float]]] = {}
 
     def add(self, name: str, value: Any, labels: Mapping[str, Any] | None = None, *, nan_ok: bool = False) -> None:
@@ -186,6 +211,7 @@ class Exposition:
         lab = dict(self.base)
         if "node" in m.labels and self.node is not None:
             lab["node"] = self.node
+        lab.update({k: v for k, v in self.fixed.items() if k in m.labels})
         lab.update({k: str(x) for k, x in (labels or {}).items() if x is not None})
         extra = set(lab) - set(m.labels)
         if extra:
@@ -210,6 +236,7 @@ class Exposition:
 
 
 def _header(ex: Exposition, doc: Mapping[str, Any]) -> None:
+    ex.add("llmdiag_run_info", 1, {"run": run_id(doc)})
     ex.add("llmdiag_report_status", D.STATUS_CODE.get(D.status_of(doc.get("status"))))
     ex.add("llmdiag_report_timestamp_seconds", doc.get("created_at") or doc.get("finished_at"))
 
@@ -281,7 +308,7 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     d: D.LogAnalysisDoc = D.read(doc)
-    ex = Exposition(doc)
+    ex = Exposition(doc, node=d.node, fixed={"log": log_label(d.files)})
     _header(ex, doc)
     counts: dict[tuple[str, str], int] = {}
     for f in d.findings:
@@ -303,7 +330,7 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     d: D.MemoryEstimateDoc = D.read(doc)
-    ex = Exposition(doc)
+    ex = Exposition(doc, fixed={"plan": _digest(doc, ("model", "plan", "spec"))})
     _header(ex, doc)
     for part, b in d.parts.items():
         ex.add("llmdiag_memory_estimate_bytes", b, {"component": part})
@@ -393,7 +420,7 @@ def markdown_table() -> str:
         if m.section != section:
             section = m.section
             lines.append(f"| **{section}** | | | |")
-        labels = ", ".join(x for x in m.labels if x not in _RUN)
+        labels = ", ".join(x for x in m.labels if x not in _BASE)
         lines.append(f"| `{m.name}` | {m.type} | {labels} | {m.help.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 

@@ -246,6 +246,19 @@ def sweep_stale_tempdirs(root: str) -> list[str]:
     return removed
 
 
+#: the temp directory the system and the user chose (``$TMPDIR``, else ``/tmp``), kept while
+#: :func:`private_tempdir` points :mod:`tempfile` at llmdiag's own directory inside it
+_system_tempdir: str | None = None
+
+
+def system_tempdir() -> str:
+    """Where the job's temporary files go: the system's temp directory, never llmdiag's private
+    one inside it (whose random name would change a check's identity every run)."""
+    import tempfile
+
+    return _system_tempdir or tempfile.gettempdir()
+
+
 @contextlib.contextmanager
 def private_tempdir():
     """Every temporary file of this process (and of its forked workers) in one private
@@ -263,14 +276,15 @@ def private_tempdir():
     except OSError:  # no writable temp directory: the commands say so where they need one
         yield None
         return
+    global _system_tempdir
     lock = _lock_dir(path)
     sweep_stale_tempdirs(root)
-    tempfile.tempdir = path
+    tempfile.tempdir, _system_tempdir = path, root
     try:
         yield path
     finally:
         if os.getpid() == owner:
-            tempfile.tempdir = previous
+            tempfile.tempdir, _system_tempdir = previous, None
             if lock is not None:
                 os.close(lock)
             shutil.rmtree(path, ignore_errors=True)

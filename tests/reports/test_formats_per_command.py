@@ -41,7 +41,7 @@ def cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
 def check_prometheus(text: str, command: str) -> dict:
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     status = fams["llmdiag_report_status"].samples[0]
-    assert status.labels["job"] == command and status.value in (0, 1, 2, 3)
+    assert status.labels["command"] == command and status.value in (0, 1, 2, 3)
     assert len(fams) >= 2, "more than the status: the command's own metrics"
     return fams
 

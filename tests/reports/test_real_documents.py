@@ -100,7 +100,12 @@ def test_prometheus_passes_both_parsers_and_promtool(name):
             assert typ != "counter" or metric.endswith("_total")
     for fam in fams.values():
         for s in fam.samples:
-            assert s.labels["job"] == doc["command"] and re.fullmatch(r"[0-9a-f]{8}", s.labels["run"])
+            # stable identities only: Prometheus' own target labels are never written, and
+            # the run id is on the info metric alone
+            assert s.labels["command"] == doc["command"] and not {"job", "instance", "exported_job"} & set(s.labels)
+            assert ("run" in s.labels) == (fam.name == "llmdiag_run_info")
+    (info,) = fams["llmdiag_run_info"].samples
+    assert info.value == 1 and re.fullmatch(r"[0-9a-f]{8}", info.labels["run"])
     assert fams["llmdiag_report_status"].samples[0].value == documents.STATUS_CODE[doc["status"]]
     if shutil.which("promtool"):
         proc = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
@@ -340,12 +345,12 @@ def test_monitor_keeps_one_run_label_from_live_samples_to_its_report(tmp_path):
 
     def metrics(d):
         text = render(d, "prometheus")
-        labels.append(_families(text)["llmdiag_report_status"].samples[0].labels["run"])
+        labels.append(_families(text)["llmdiag_run_info"].samples[0].labels["run"])
         return text
 
     sinks = Sinks(prometheus_file=S.PrometheusFile(str(tmp_path / "m.prom")), render_metrics=metrics)
     doc = make_monitor("timeline-h100-faults", sinks=sinks, interval_s=0.02).run(count=3)
-    final = _families(render(doc, "prometheus"))["llmdiag_report_status"].samples[0].labels["run"]
+    final = _families(render(doc, "prometheus"))["llmdiag_run_info"].samples[0].labels["run"]
     assert len(labels) == 3 and set(labels) == {final}
 
 

@@ -287,7 +287,24 @@ def test_missing_path_low_space_and_shared_local(tmp_path):
 def test_defaults_check_cwd_and_tmp():
     res = by_check(list(FilesystemProbe().run(ctx_for({"filesystem": {"throughput_test_mb": 0}}))))
     assert "defaults" in res["paths"].summary
-    assert f"path:{os.path.abspath(tempfile.gettempdir())}" in res
+    assert res["path:tempdir"].summary.startswith(f"{os.path.abspath(tempfile.gettempdir())}:")
+    assert res["path:workdir"].summary.startswith(f"{os.getcwd()}:")
+
+
+def test_default_tempdir_is_the_systems_not_llmdiags_private_one():
+    """Under the CLI, tempfile points at llmdiag's private llmdiag-XXXX directory: the check
+    is of the system's temp dir the job uses, named by role, the same name every run."""
+    from llmdiag.util.procs import private_tempdir
+
+    root = tempfile.gettempdir()
+    names = []
+    for _ in range(2):
+        with private_tempdir() as private:
+            assert private and os.path.dirname(private) == root
+            res = by_check(list(FilesystemProbe().run(ctx_for({"filesystem": {"throughput_test_mb": 0}}))))
+            assert res["path:tempdir"].summary.startswith(f"{root}:")
+            names.append(sorted(res))
+    assert names[0] == names[1] and not any("llmdiag-" in n for n in names[0])
 
 
 def test_mountinfo_parsing_and_classes():
