@@ -27,20 +27,77 @@ class FiniteFloatRange(click.FloatRange):
         return out
 
 
+def _one_format(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str:
+    """``-f`` once: ``-f json -o a.json -f prometheus -o b.prom`` cannot be paired reliably (click
+    keeps the values of each option, not their order between options), so it is refused."""
+    from llmdiag.errors import UsageError
+
+    if len(set(value)) > 1:
+        raise UsageError(f"{param.opts[-1]} given more than once ({', '.join(value)}): for several outputs in one "
+                         "run name the format of each, e.g. -o json:report.json -o prometheus:node.prom")
+    return value[-1] if value else param.default
+
+
 def output_options(default_format: str = "terminal") -> Callable:
-    """``--format/-f``, ``-o/--output``, ``--width``, ``--no-color``: the same for every command."""
+    """``--format/-f``, ``-o/--output``, ``--width``, ``--no-color``: the same for every command.
+    ``-o`` is repeatable: ``-o FILE`` is where the ``-f`` report goes instead of stdout, and each
+    ``-o FORMAT:FILE`` is one more output in that format (:func:`output_targets`)."""
 
     def deco(fn: Callable) -> Callable:
         fn = click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also NO_COLOR=1).")(fn)
         fn = click.option("--width", type=click.IntRange(40, 1000), default=None,
                           help="Terminal width to render for (default: the terminal's).")(fn)
-        fn = click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-                          help="Write the report to FILE instead of stdout ('-' is stdout).")(fn)
-        fn = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default=default_format,
-                          show_default=True, help="Output format.")(fn)
+        fn = click.option("-o", "--output", type=click.Path(dir_okay=False), multiple=True, metavar="[FORMAT:]FILE",
+                          help="Write the --format report to FILE instead of stdout ('-' is stdout); FORMAT:FILE "
+                               f"writes one more output in FORMAT ({'|'.join(FORMATS)}). Repeatable.")(fn)
+        fn = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), multiple=True, default=(default_format,),
+                          show_default=True, callback=_one_format, help="Output format.")(fn)
         return fn
 
     return deco
+
+
+def split_output(value: str) -> tuple[str | None, str]:
+    """``FORMAT:FILE`` -> (FORMAT, FILE); anything else (``FILE``, ``-``, ``./json:x``) -> (None, value)."""
+    head, sep, rest = value.partition(":")
+    if sep and head in FORMATS:
+        if not rest:
+            from llmdiag.errors import UsageError
+
+            raise UsageError(f"-o {value}: no file after {head}: (use {head}:- for stdout)")
+        return head, rest
+    return None, value
+
+
+def _format_given() -> bool:
+    """Whether ``-f`` was on the command line (a default -f gives way to ``-o FORMAT:-``)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or "fmt" not in ctx.params:
+        return False
+    return ctx.get_parameter_source("fmt") not in (click.core.ParameterSource.DEFAULT, None)
+
+
+def output_targets(fmt: str, output: str | Iterable[str] | None) -> list[tuple[str, str | None]]:
+    """Every (format, path) one run writes; path None is stdout. ``-o FILE`` (at most one without
+    a format) takes the ``-f`` report off stdout; each ``-o FORMAT:FILE`` adds one. Refused with
+    one line (exit 2): two plain ``-o FILE`` and two outputs on stdout, which would be mixed."""
+    from llmdiag.errors import UsageError
+
+    raws = [output] if isinstance(output, str) else list(output or ())
+    plain = [r for r in raws if split_output(r)[0] is None]
+    if len(plain) > 1:
+        raise UsageError(f"-o given {len(plain)} times without a format ({', '.join(plain)}): name the format of "
+                         f"each, -o FORMAT:{plain[0]} -o FORMAT:{plain[1]} (FORMAT: {'|'.join(FORMATS)})")
+    extra = [(f, None if path == "-" else path) for f, path in map(split_output, raws) if f is not None]
+    targets = [(fmt, None if p == "-" else p) for p in plain]
+    if not plain and (_format_given() or all(p is not None for _, p in extra)):
+        targets.append((fmt, None))  # the -f report on stdout, unless -o FORMAT:- alone claims stdout
+    targets += extra
+    to_stdout = [f for f, p in targets if p is None]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{len(to_stdout)} outputs on stdout ({', '.join(to_stdout)}): they would be mixed; "
+                         "send all but one to files (-o FORMAT:FILE)")
+    return targets
 
 
 def config_option(fn: Callable) -> Callable:
@@ -53,7 +110,7 @@ def config_option(fn: Callable) -> Callable:
 def emit_doc(
     doc: Mapping[str, Any],
     fmt: str,
-    output: str | None,
+    output: str | Iterable[str] | None,
     width: int | None,
     no_color: bool,
     *,
@@ -61,15 +118,14 @@ def emit_doc(
     protect: Iterable[str] = (),
     extra: Mapping[str, Any] | None = None,
 ) -> str:
-    from llmdiag.reports.base import emit
+    """Write ``doc`` to every output of the run (:func:`output_targets`); returns the first text."""
+    from llmdiag.reports.base import emit_all
 
     import sys
 
-    to_file = output not in (None, "-")
-    color = (not to_file and fmt == "terminal" and not no_color and "NO_COLOR" not in os.environ
-             and sys.stdout.isatty())
+    color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()  # stdout's terminal report only
     opts = RenderOptions(width=width, color=color, extra=dict(extra or {}))
-    return emit(doc, fmt, output, env=env, opts=opts, protect=protect)
+    return emit_all(doc, output_targets(fmt, output), env=env, opts=opts, protect=protect)
 
 
 def pass_env(fn: Callable) -> Callable:
@@ -89,4 +145,11 @@ def guard_outputs(outputs: Iterable[tuple[str, str | None]], inputs: Iterable[tu
     from llmdiag.outputs import check_outputs, config_input
 
     found = config_input(config_path, env)
-    check_outputs(outputs, [*inputs, *([found] if found else [])])
+    flat: list[tuple[str, str | None]] = []
+    for option, value in outputs:
+        if isinstance(value, (tuple, list)):  # the repeatable -o: its conflicts first, then each file
+            output_targets("terminal", value)
+            flat += [(f"{option} {f}:" if f else option, path) for f, path in map(split_output, value)]
+        else:
+            flat.append((option, value))
+    check_outputs(flat, [*inputs, *([found] if found else [])])

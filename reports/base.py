@@ -141,20 +141,40 @@ def emit(
     stream=None,
 ) -> str:
     """Redact, render and write ``doc``; returns the text written."""
-    if output is not None and str(output) != "-":
-        target = check_output_path(output, protect)
-    else:
-        target = None
-    safe = redact_doc(dict(doc), env if env is not None else os.environ)
     if opts is None:
         stream_ = stream or sys.stdout
-        tty = target is None and hasattr(stream_, "isatty") and stream_.isatty()
-        opts = RenderOptions(color=tty and fmt == "terminal" and "NO_COLOR" not in os.environ)
-    text = render(safe, fmt, opts)
-    if target is not None:
-        write_atomic(target, text)
-    else:
-        out = stream or sys.stdout
-        out.write(text)
-        out.flush()
-    return text
+        tty = output in (None, "-") and hasattr(stream_, "isatty") and stream_.isatty()
+        opts = RenderOptions(color=tty and "NO_COLOR" not in os.environ)
+    target = None if output is None or str(output) == "-" else output
+    return emit_all(doc, [(fmt, target)], env=env, opts=opts, protect=protect, stream=stream)
+
+
+def emit_all(
+    doc: Mapping[str, Any],
+    targets: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    *,
+    env: Mapping[str, str] | None = None,
+    opts: RenderOptions | None = None,
+    protect: Iterable[str | os.PathLike[str]] = (),
+    stream=None,
+) -> str:
+    """Redact ``doc`` once and write it in every ``(format, path)`` of ``targets`` (path None:
+    ``stream``, default stdout). Every path is checked before anything is written; colour only
+    for a terminal report on the stream. Returns the first text."""
+    targets = list(targets)
+    protect = list(protect)
+    checked = [(fmt, None if p is None else check_output_path(p, protect)) for fmt, p in targets]
+    safe = redact_doc(dict(doc), env if env is not None else os.environ)
+    opts = opts or RenderOptions()
+    texts = []
+    for fmt, target in checked:
+        color = opts.color and fmt == "terminal" and target is None
+        text = render(safe, fmt, dataclasses.replace(opts, color=color))
+        texts.append(text)
+        if target is not None:
+            write_atomic(target, text)
+        else:
+            out = stream or sys.stdout
+            out.write(text)
+            out.flush()
+    return texts[0] if texts else ""

@@ -1,4 +1,5 @@
-"""``llmdiag report merge DIR``: the cluster report from node report files.
+"""``llmdiag report merge DIR``: the cluster report from node report files; ``llmdiag report
+render SAVED.json``: a saved report in another format.
 
 When the network is what broke, nodes cannot send their reports to rank 0; with
 ``preflight --node-report-dir DIR`` (a shared directory, or files copied together) every
@@ -16,7 +17,7 @@ from llmdiag.exitcodes import ExitCode
 
 @click.group()
 def report():
-    """Work with saved reports."""
+    """Work with saved reports (merge node reports, render a saved report in another format)."""
 
 
 @report.command("merge")
@@ -60,3 +61,66 @@ def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
     st = rep.status
     if st is Status.FAIL or (strict and st is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+@report.command("render")
+@click.argument("saved", type=click.Path(dir_okay=False, allow_dash=True))
+@output_options()
+def render(saved, fmt, output, width, no_color):
+    """Render SAVED (the JSON report of any llmdiag command, -f json; '-' reads stdin) in another
+    format: e.g. a JUnit file or a Prometheus textfile from the archived JSON of a run.
+
+    Exit code 0 when it was rendered (whatever the report's status), 2 when SAVED is not a
+    report llmdiag wrote.
+    """
+    import os
+
+    env = dict(os.environ)
+    guard_outputs([("-o", output)], [("SAVED", None if saved == "-" else saved)], env=env)
+    doc = read_saved(saved)
+    try:
+        emit_doc(doc, fmt, output, width, no_color, env=env, protect=[] if saved == "-" else [saved])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type
+        from llmdiag.errors import UsageError
+
+        raise UsageError(f"{saved}: not a valid {doc['kind']} report ({type(exc).__name__}: {exc})") from None
+
+
+def read_saved(saved: str) -> dict:
+    """The document in ``saved``: a JSON object of a known kind and major schema version, with
+    the fields its kind requires; anything else is one line and exit 2."""
+    import json
+    import sys
+
+    from llmdiag import documents
+    from llmdiag.errors import UsageError
+    from llmdiag.result import SCHEMA_VERSION
+
+    try:
+        if saved == "-":
+            text = sys.stdin.read()
+        else:
+            with open(saved, encoding="utf-8") as fh:
+                text = fh.read(512 << 20)
+        doc = json.loads(text)
+    except FileNotFoundError:
+        raise UsageError(f"{saved}: no such file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{saved}: not a JSON report (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{saved}: not a JSON report ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or "kind" not in doc or "schema_version" not in doc:
+        raise UsageError(f"{saved}: not an llmdiag report (a JSON object with kind and schema_version; "
+                         "write one with -f json)")
+    kind = doc["kind"]
+    if kind not in documents.KINDS or kind == "generic":
+        known = ", ".join(k for k in documents.KINDS if k != "generic")
+        raise UsageError(f"{saved}: unknown report kind {kind!r} (known: {known})")
+    major = str(doc["schema_version"]).split(".")[0]
+    if major != str(SCHEMA_VERSION).split(".")[0]:
+        raise UsageError(f"{saved}: schema_version {doc['schema_version']} is not one this llmdiag reads "
+                         f"({SCHEMA_VERSION}); render it with the llmdiag that wrote it")
+    missing = [f for f in documents.schema(kind).get("required", ()) if f not in doc]
+    if missing:
+        raise UsageError(f"{saved}: not a complete {kind} report (missing {', '.join(missing)})")
+    return doc
