@@ -63,8 +63,30 @@ END = [
 
 #: progress-line styles (``--style``): the default, a Python-logging timestamp in front,
 #: Megatron-LM's padded iteration line, and the same with torchrun's ``--tee`` prefix on every
-#: line (``[default7]:`` on the last rank's progress lines, any local rank on the NCCL lines)
-STYLES = ("rank", "timestamped", "megatron", "megatron-prefixed")
+#: line (``[default7]:`` on the last rank's progress lines, any local rank on the NCCL lines);
+#: then shapes of live frameworks' output (``--style all`` runs every one):
+#:
+#: - ``megatron-nccl``: four unprefixed NCCL INFO ring/channel lines (NCCL_DEBUG=INFO, as NCCL
+#:   prints them, ``host:pid:tid [dev] NCCL INFO Channel ...``) for each ``[default0]:`` Megatron line,
+#: - ``hf-trainer`` / ``hf-trainer-quoted``: the transformers Trainer's records (4.x numbers,
+#:   5.x quoted numbers) written by ``tqdm.write`` into a file that also gets the bar: each record
+#:   follows, on its physical line, ten ``\r``-separated bar updates and the bar's clearing,
+#: - ``lightning``: Lightning's TQDM bar with ``train_loss`` in its postfix, one ``\r`` segment per
+#:   step, a newline only at the end of each epoch (1000 steps),
+#: - ``torchrun-ranks``: eight ranks of a DDP loop, every line with torchrun's ``[rankN]:`` prefix,
+#:   each rank's progress lines (interleaved across ranks) among the ranks' NCCL INFO lines.
+STYLES = ("rank", "timestamped", "megatron", "megatron-prefixed", "megatron-nccl", "hf-trainer",
+          "hf-trainer-quoted", "lightning", "torchrun-ranks")
+
+#: the NCCL INFO lines of the megatron-nccl shape: ring/channel set-up of a 2-node job, as NCCL 2.1x-2.2x prints it
+NCCL_CHANNEL = [
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d}/{k:02d} :    0   1   2   3   4   5   6   7   8   9  10  11  12  13  14  15",
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d}/0 : {d}[{d}] -> {e}[{e}] via P2P/CUMEM/read",
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d}/0 : {d}[{d}] -> {f}[{e}] [send] via NET/IB/{e}/GDRDMA",
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d}/0 : {f}[{e}] -> {d}[{d}] [receive] via NET/IB/{e}/GDRDMA",
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d}/1 : {d}[{d}] -> {e}[{e}] via P2P/IPC",
+    "{h}:{pid}:{tid} [{d}] NCCL INFO Channel {c:02d} : {d}[{d}] -> {e}[{e}] via SHM/direct/direct",
+]
 
 
 def progress_line(style: str, step: int, tail: str, rnd: random.Random) -> str:
@@ -72,12 +94,81 @@ def progress_line(style: str, step: int, tail: str, rnd: random.Random) -> str:
         t = 1714557600 + step // 4
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
         return f"{stamp},{rnd.randint(0, 999):03d} - INFO - step={step} {tail}"
-    if style == "megatron":
+    if style in ("megatron", "megatron-nccl"):
         return (f" iteration {step:8d}/ 5000000 | consumed samples: {step * 512:12d} | elapsed time per iteration "
                 f"(ms): {1500 + rnd.random() * 10:.1f} | learning rate: 1.500E-04 | global batch size:   512 | "
                 f"lm loss: {3 + rnd.random() * 0.05:.6E} | loss scale: 65536.0 | grad norm: {1 + rnd.random():.3f} | "
                 f"number of skipped iterations:   0 | number of nan iterations:   0 |")
+    if style.startswith("hf-trainer"):
+        vals = (f"{3 + rnd.random():.4f}", f"{1 + rnd.random():.4f}", f"{2e-4 * (1 - step / 1e7):.6e}",
+                f"{step / 5000:.2f}")
+        if style == "hf-trainer-quoted":  # transformers 5 prints the values as strings
+            vals = tuple(f"'{v}'" for v in vals)
+        return "{'loss': %s, 'grad_norm': %s, 'learning_rate': %s, 'epoch': %s}" % vals
     return f"[rank0]: step={step} {tail}"
+
+
+def _bar(step: int, total: int, prefix: str = "", postfix: str = "") -> str:
+    """One tqdm update as tqdm draws it (unicode blocks, 10 columns wide)."""
+    frac = step / total
+    full, part = divmod(int(frac * 80), 8)
+    bar = ("\u2588" * full + (" \u258f\u258e\u258d\u258c\u258b\u258a\u2589"[part] if full < 10 else "")).ljust(10)
+    rate = 14.8 + (step % 7) * 0.01
+    left = int((total - step) / rate)
+    return (f"{prefix}{int(frac * 100):3d}%|{bar}| {step}/{total} [{step // 15 // 60:02d}:{step // 15 % 60:02d}<"
+            f"{left // 60:02d}:{left % 60:02d}, {rate:5.2f}it/s{postfix}]")
+
+
+def shape_lines(style: str, state: dict, noise: list[str], rnd: random.Random, tails: list[str]) -> list[str]:
+    """About 5000 lines of ``style`` (a block of the log), continuing from ``state`` (its step)."""
+    lines: list[str] = []
+    if style == "megatron-nccl":
+        for _ in range(1000):
+            state["step"] += 1
+            lines.append("[default0]:" + progress_line(style, state["step"], "", rnd))
+            lines += rnd.sample(state["channel"], 4)
+        return lines
+    if style.startswith("hf-trainer"):
+        total = 200000
+        for _ in range(1000):
+            segs = []
+            for _ in range(10):  # logging_steps=10: ten bar updates for each record
+                state["step"] += 1
+                segs.append("\r" + _bar(state["step"], total))
+            width = len(segs[-1]) - 1
+            rec = progress_line(style, state["step"], "", rnd)
+            lines.append("".join(segs) + "\r" + " " * width + "\r" + rec)
+        return lines
+    if style == "lightning":
+        for _ in range(5):  # an epoch a line: the bar's updates, then the newline tqdm prints at its end
+            state["epoch"] = state.get("epoch", -1) + 1
+            segs = []
+            for s in range(1, 1001):
+                state["step"] += 1
+                post = f", v_num=0, train_loss={3 + rnd.random() * 0.05:.3f}"
+                segs.append("\r" + _bar(s, 1000, f"Epoch {state['epoch']}: ", post))
+            lines.append("".join(segs))
+        return lines
+    if style == "torchrun-ranks":
+        for _ in range(250):
+            state["step"] += 1
+            ranks = list(range(8))
+            rnd.shuffle(ranks)  # the ranks print the same step at about the same time, in any order
+            for r in ranks:
+                lines.append(f"[rank{r}]:step {state['step']} | loss {3 + rnd.random() * 0.05:.4f} | lr 3.0e-04 | "
+                             f"grad_norm {1 + rnd.random() * 0.1:.3f} | {41 + rnd.random():.1f} ms/step")
+            lines += [f"[rank{rnd.randint(0, 7)}]:" + rnd.choice(noise) for _ in range(12)]
+        return lines
+    prefixed = style.endswith("-prefixed")
+    for r in rnd.choices(range(5), k=5000):
+        if r == 0:  # a progress line every five lines on average
+            state["step"] += 1
+            line = progress_line(style.removesuffix("-prefixed"), state["step"], rnd.choice(tails), rnd)
+            lines.append("[default7]:" + line if prefixed else line)
+        else:
+            line = rnd.choice(noise)
+            lines.append(f"[default{r + 2}]:{line}" if prefixed else line)
+    return lines
 
 
 def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
@@ -90,27 +181,22 @@ def generate(path: Path, mb: int, seed: int = 0, style: str = "rank") -> int:
                          d=rnd.randint(0, 7), e=rnd.randint(0, 7)) for _ in range(100)]
     tails = [f"loss={3.0 + rnd.random() * 0.05:.4f} lr=3.0e-04 grad_norm={1.0 + rnd.random() * 0.1:.3f} "
              f"step_time_ms={41 + rnd.random():.1f} tokens_per_s={12400 + rnd.randint(-100, 100)}" for _ in range(20000)]
-    prefixed = style.endswith("-prefixed")
+    pids = [rnd.randint(1000, 99999) for _ in range(16)]
+    state: dict = {"step": 0,
+                   "channel": [rnd.choice(NCCL_CHANNEL).format(h=f"gpu-node-{d // 8 + 1:03d}", pid=pids[d], tid=pids[d] + 77,
+                                                               d=d % 8, e=(d + 1) % 8, f=(d + 8) % 16, c=c, k=32)
+                               for d in range(16) for c in range(32)]}
     target = mb << 20
     written = 0
-    step = 0
     with open(path, "w") as fh:
         while written < target:
-            lines = []
-            for r in rnd.choices(range(5), k=5000):
-                if r == 0:  # a progress line every five lines on average
-                    step += 1
-                    line = progress_line(style.removesuffix("-prefixed"), step, rnd.choice(tails), rnd)
-                    lines.append("[default7]:" + line if prefixed else line)
-                else:
-                    line = rnd.choice(noise)
-                    lines.append(f"[default{r + 2}]:{line}" if prefixed else line)
+            lines = shape_lines(style, state, noise, rnd, tails)
             if rnd.random() < 0.02:
                 lines.append(rnd.choice(warns))
             block = "\n".join(lines) + "\n"
             fh.write(block)
-            written += len(block)
-        tail = "\n".join(END).format(seq=step) + "\n"
+            written += len(block.encode())
+        tail = "\n".join(END).format(seq=state["step"]) + "\n"
         fh.write(tail)
         written += len(tail)
     return written
@@ -211,13 +297,19 @@ def default_install(venv: Path | None, tmp: Path) -> Path:
     return py
 
 
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
     ap.add_argument("--memory-mb", type=int, default=2048, help="0 skips the large-log memory run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--style", choices=STYLES, default="rank", help="progress-line format of the generated log")
+    ap.add_argument("--style", choices=STYLES + ("all",), default="rank",
+                    help="progress-line format of the generated log; 'all': one log of each, one after another")
     ap.add_argument("--no-fastscan", action="store_true",
                     help="measure the pure-Python progress-line path (what an install without a C compiler gets)")
     ap.add_argument("--engines", action="store_true",
@@ -232,52 +324,76 @@ def main() -> None:
     if args.no_fastscan:
         os.environ["LLMDIAG_NO_FASTSCAN"] = "1"  # read by llmdiag.logs.bulk, here and in the CLI runs
     tmp = Path(tempfile.mkdtemp(prefix="llmdiag-bench-"))
+    styles = STYLES if args.style == "all" else (args.style,)
+    summary = []
     try:
         d_py = default_install(args.default_venv, tmp) if args.engines else None
-        log = tmp / "train.log"
-        size = generate(log, args.mb, style=args.style)
-        os.sync()  # the freshly written log's write-back would otherwise compete with the timed runs
-        mb = size / 1e6
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
         if d_py is not None:
             print(f"engines  : equipped {engine_of(sys.executable)}")
             print(f"           default  {engine_of(d_py, clean_env())}")
-        g_best = a_best = g_cpu = a_cpu = d_best = d_cpu = float("inf")
-        a_rss = d_rss = 0
-        d_out: dict = {}
-        for _ in range(args.repeat):
-            g_wall, g_c, g_count = run_grep(log)
-            a_wall, a_c, rss, a_out = run_analyzer(log, tmp / "out.json")
-            g_best, a_best, a_rss = min(g_best, g_wall), min(a_best, a_wall), max(a_rss, rss)
-            g_cpu, a_cpu = min(g_cpu, g_c), min(a_cpu, a_c)
-            if d_py is not None:
-                d_wall, d_c, rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
-                d_best, d_cpu, d_rss = min(d_best, d_wall), min(d_cpu, d_c), max(d_rss, rss)
-        print(f"log      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {args.style} progress lines, {log}")
-        print(f"grep -cE : {g_best:6.2f} s  {mb / g_best:7.1f} MB/s  CPU {g_cpu:.2f} s  ({g_count} matching lines)")
-        print(f"analyze  : {a_best:6.2f} s  {mb / a_best:7.1f} MB/s  CPU {a_cpu:.2f} s  peak RSS {a_rss / 2**20:.0f} MiB"
-              f"  {a_out}")
-        print(f"ratio    : analyze/grep speed {g_best / a_best:.2f} (goal >= 0.5); CPU time grep/analyze "
-              f"{g_cpu / a_cpu:.2f}")
-        if d_py is not None:
-            print(f"default  : {d_best:6.2f} s  {mb / d_best:7.1f} MB/s  CPU {d_cpu:.2f} s  peak RSS "
-                  f"{d_rss / 2**20:.0f} MiB  {'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
-            ratio = a_best / d_best
-            print(f"engines  : default/equipped speed {ratio:.2f} (goal >= 0.67, i.e. <= 1.5x the time: "
-                  f"{'ok' if ratio >= 1 / 1.5 else 'MISSED'}); time {d_best / a_best:.2f}x; "
-                  f"default/grep speed {g_best / d_best:.2f}")
-        if args.memory_mb:
-            log.unlink()
-            big = tmp / "big.log"
-            size = generate(big, args.memory_mb, seed=1, style=args.style)
-            os.sync()
-            b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
-            print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "
-                  f"peak RSS {b_rss / 2**20:.0f} MiB (goal < 300 MB)  {b_out}")
+        for style in styles:
+            summary.append(bench_style(style, args, tmp, d_py))
+        if len(summary) > 1:
+            print("\nshape              analyze/grep (median, best)  peak RSS  load avg")
+            for style, med, best, rss, load in summary:
+                print(f"{style:18s} {med:5.2f}  {best:5.2f}{'' if med >= 0.5 else '  BELOW 0.5':11s}"
+                      f"        {rss / 2**20:4.0f} MiB  {load:.1f}")
         print(f"load avg : {os.getloadavg()[0]:.1f} at the end")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
+    """One shape: its log generated, grep and the CLI alternated ``--repeat`` times; the log deleted."""
+    log = tmp / f"train-{style}.log"
+    size = generate(log, args.mb, style=style)
+    os.sync()  # the freshly written log's write-back would otherwise compete with the timed runs
+    mb = size / 1e6
+    load0 = os.getloadavg()[0]
+    g_walls, a_walls, d_walls, g_cpus, a_cpus, d_cpus = [], [], [], [], [], []
+    a_rss = d_rss = 0
+    d_out: dict = {}
+    for _ in range(args.repeat):
+        g_wall, g_c, g_count = run_grep(log)
+        a_wall, a_c, rss, a_out = run_analyzer(log, tmp / "out.json")
+        g_walls.append(g_wall), a_walls.append(a_wall), g_cpus.append(g_c), a_cpus.append(a_c)
+        a_rss = max(a_rss, rss)
+        if d_py is not None:
+            d_wall, d_c, rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
+            d_walls.append(d_wall), d_cpus.append(d_c)
+            d_rss = max(d_rss, rss)
+    load = (load0 + os.getloadavg()[0]) / 2
+    ratios = [g / a for g, a in zip(g_walls, a_walls)]  # each pair ran back to back: both felt the same load
+    g_med, a_med = median(g_walls), median(a_walls)
+    print(f"\nlog      : {mb:.0f} MB ({size / 2**20:.0f} MiB), {style} progress lines, {log}")
+    print(f"grep -cE : median {g_med:6.2f} s  {mb / g_med:7.1f} MB/s  CPU {median(g_cpus):.2f} s  "
+          f"({g_count} matching lines)")
+    print(f"analyze  : median {a_med:6.2f} s  {mb / a_med:7.1f} MB/s  CPU {median(a_cpus):.2f} s  "
+          f"peak RSS {a_rss / 2**20:.0f} MiB  {a_out}")
+    print(f"ratio    : analyze/grep speed median {median(ratios):.2f}, best {max(ratios):.2f} (goal >= 0.5); "
+          f"CPU time grep/analyze {median(g_cpus) / median(a_cpus):.2f}; load average {load0:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")
+    if d_py is not None:
+        d_med = median(d_walls)
+        print(f"default  : median {d_med:6.2f} s  {mb / d_med:7.1f} MB/s  CPU {median(d_cpus):.2f} s  peak RSS "
+              f"{d_rss / 2**20:.0f} MiB  {'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
+        ratio = a_med / d_med
+        print(f"engines  : default/equipped speed {ratio:.2f} (goal >= 0.67, i.e. <= 1.5x the time: "
+              f"{'ok' if ratio >= 1 / 1.5 else 'MISSED'}); time {d_med / a_med:.2f}x; "
+              f"default/grep speed {g_med / d_med:.2f}")
+    if not args.keep:
+        log.unlink()
+    if args.memory_mb:
+        big = tmp / "big.log"
+        size = generate(big, args.memory_mb, seed=1, style=style)
+        os.sync()
+        b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
+        print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "
+              f"peak RSS {b_rss / 2**20:.0f} MiB (goal < 300 MB)  {b_out}")
+        big.unlink()
+    return style, median(ratios), max(ratios), a_rss, load
 
 
 if __name__ == "__main__":
