@@ -6,6 +6,9 @@
  * digits is maximal and the split is unique), and returns for them:
  *
  *   - the 0-based index of each matching line in the chunk, and its first byte's offset,
+ *     (with ``segments``, a line that does not match whole may match with its last '\r'-separated
+ *     segment, trailing '\r's left out, as the reader cuts a line at carriage returns: the offset
+ *     is then the segment's, and only the segment is blanked),
  *   - one float64 per slot and line (a slot is a number of the template: one run for an
  *     integer, "run . run" for a decimal, up to four runs for an exponent form, or one run
  *     read as a fraction, 123 -> 0.123, for the sub-second digits of a timestamp),
@@ -166,8 +169,9 @@ static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize
 static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *pieces_obj, *slots_obj, *widths_obj = NULL, *flex_obj = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!O!|O!O!", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj,
-                          &PyTuple_Type, &widths_obj, &PyTuple_Type, &flex_obj))
+    int segments = 0;
+    if (!PyArg_ParseTuple(args, "y*O!O!|O!O!p", &view, &PyTuple_Type, &pieces_obj, &PyTuple_Type, &slots_obj,
+                          &PyTuple_Type, &widths_obj, &PyTuple_Type, &flex_obj, &segments))
         return NULL;
     PyObject *result = NULL, *idx_obj = NULL, *off_obj = NULL, *val_obj = NULL, *rest_obj = NULL;
     Py_ssize_t npieces = PyTuple_GET_SIZE(pieces_obj), nslots = PyTuple_GET_SIZE(slots_obj);
@@ -258,8 +262,19 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
         const unsigned char *nl = memchr(buf + pos, '\n', (size_t)(len - pos));
         Py_ssize_t end = nl ? nl - buf : len;
         if (!nl) break; /* an unterminated last line is left to the line-by-line path */
-        if (end - pos >= minlen && (!plen[0] || buf[pos] == first) &&
-            match_line(buf + pos, buf + end, pieces, plen, width, runs, flex, rs, re_, buf)) {
+        Py_ssize_t s0 = pos, e0 = end;
+        int hit = end - pos >= minlen && (!plen[0] || buf[pos] == first) &&
+                  match_line(buf + pos, buf + end, pieces, plen, width, runs, flex, rs, re_, buf);
+        if (!hit && segments && memchr(buf + pos, '\r', (size_t)(end - pos))) {
+            /* the line's last carriage-return segment, as the line-by-line reader cuts it: a record
+             * tqdm.write() printed after the bar's updates, or a CRLF line without its '\r' */
+            while (e0 > pos && buf[e0 - 1] == '\r') e0--;
+            s0 = e0;
+            while (s0 > pos && buf[s0 - 1] != '\r') s0--;
+            hit = e0 - s0 >= minlen && (!plen[0] || buf[s0] == first) &&
+                  match_line(buf + s0, buf + e0, pieces, plen, width, runs, flex, rs, re_, buf);
+        }
+        if (hit) {
             if (n == cap) {
                 cap *= 2;
                 long long *i2 = PyMem_Realloc(idx, sizeof(long long) * (size_t)cap);
@@ -275,9 +290,9 @@ static PyObject *fastscan_scan(PyObject *self, PyObject *args) {
             int ok = 1;
             for (Py_ssize_t k = 0; k < nslots && ok; k++) ok = slot_value(buf, &slots[k], rs, re_, pieces, plen, &vals[n * nslots + k]);
             if (ok) {
-                off[n] = pos;
+                off[n] = s0;
                 idx[n++] = newlines;
-                memset(rest + pos, '\r', (size_t)(end - pos));
+                memset(rest + s0, '\r', (size_t)(e0 - s0));
             }
         }
         newlines++;
@@ -340,8 +355,9 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
     PyObject *kws_obj, *anchors_obj, *tails_obj;
-    if (!PyArg_ParseTuple(args, "y*nO!O!O!", &view, &pos, &PyTuple_Type, &kws_obj, &PyTuple_Type, &anchors_obj,
-                          &PyTuple_Type, &tails_obj))
+    int first_only = 0;
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!|p", &view, &pos, &PyTuple_Type, &kws_obj, &PyTuple_Type, &anchors_obj,
+                          &PyTuple_Type, &tails_obj, &first_only))
         return NULL;
     PyObject *result = NULL;
     long long *out = NULL;
@@ -448,6 +464,7 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
             out[2 * n] = s;
             out[2 * n + 1] = e;
             n++;
+            if (first_only) break; /* the reader reads a line once, from its first match */
             s = e;
         }
         i = le + 1;
@@ -464,11 +481,11 @@ done:
 
 static PyMethodDef methods[] = {
     {"keywords", fastscan_keywords, METH_VARARGS,
-     "keywords(buf, pos, keywords, anchors, tails) -> int64 bytes of (start, end) per match, as re.finditer "
-     "finds the alternation of the keywords from pos"},
+     "keywords(buf, pos, keywords, anchors, tails[, first_only]) -> int64 bytes of (start, end) per match, as "
+     "re.finditer finds the alternation of the keywords from pos (with first_only: the first match of each line)"},
     {"scan", fastscan_scan, METH_VARARGS,
-     "scan(buf, pieces, slots[, widths[, flex flags]]) -> (line indices int64 bytes, line offsets int64 bytes, "
-     "values float64 bytes, blanked copy, newlines)"},
+     "scan(buf, pieces, slots[, widths[, flex flags[, segments]]]) -> (line indices int64 bytes, line (or "
+     "segment) offsets int64 bytes, values float64 bytes, blanked copy, newlines)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -572,14 +572,27 @@ class _BulkFeed:
         self.lines = self.batch["line"]
         self.count = len(self.lines)
         self.pos = [0] * len(parts)
-        self.done = 0
+        self.done = 0  # rows of ``batch`` staged or dropped
+        self.taken = 0  # rows staged: the reader counts them as candidate lines
 
     def until(self, line: int | None) -> None:
-        """Every template line before ``line`` (all of them for None)."""
+        """Every template line before ``line`` (all of them for None); a template row on ``line``
+        itself is dropped: the reader hands that line over, so its record is not the line's (a
+        keyword in a carriage-return segment before the template's, see bulk.Template._split_fast)."""
         end = self.count if line is None else int(np.searchsorted(self.lines, line))
+        if line is not None and end < self.count and self.lines[end] == line:
+            self._stage_to(end, line)
+            self.done = end + 1
+            for t, (_tpl, lines, _values) in enumerate(self.parts):
+                self.pos[t] = max(self.pos[t], int(np.searchsorted(lines, line, side="right")))
+            return
+        self._stage_to(end, line)
+
+    def _stage_to(self, end: int, line: int | None) -> None:
         if end <= self.done:
             return
         k0, self.done = self.done, end
+        self.taken += end - k0
         slices = []
         for t, (_tpl, lines, _values) in enumerate(self.parts):
             a = self.pos[t]

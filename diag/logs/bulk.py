@@ -266,8 +266,15 @@ class Template:
 
     def _split_fast(self, buf: bytes):
         """``split`` through the C kernel: template lines are blanked with '\\r' instead of emptied
-        (same line numbers; they strip to "" and match no keyword), and may include line 1."""
-        idx, offs, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec, self.widths, self.flexible)
+        (same line numbers; they strip to "" and match no keyword), and may include line 1.
+
+        A line may also match with its last carriage-return segment (a record that ``tqdm.write``
+        printed after the bar's updates on the same physical line, a CRLF line): only that segment
+        is blanked, and a keyword in the segments before it makes the reader hand that line over,
+        which drops the template's row for it (``_BulkFeed.until``): as line by line, where the
+        line's first matching segment is read and the rest of the line is not."""
+        idx, offs, vals, rest, newlines = _fastscan.scan(buf, self.pieces, self.slot_spec, self.widths, self.flexible,
+                                                         True)
         lines = np.frombuffer(idx, dtype=np.int64)
         n = len(lines)
         if not n:

@@ -103,10 +103,13 @@ class KernelPrefilter:
     def search(self, buf: bytes, pos: int = 0):
         return self.rx.search(buf, pos)
 
-    def finditer(self, buf: bytes, pos: int = 0):
+    def finditer(self, buf: bytes, pos: int = 0, first_per_line: bool = False):
+        """re's ``finditer`` from ``pos``; with ``first_per_line`` only the first match of each line
+        (the reader's use: it reads a line once, from its first match, so a progress bar's thousand
+        updates on one physical line cost one match object, not a thousand)."""
         if self._sampled < SAMPLE_ENOUGH and len(buf) > self._sampled:
             self.anchors, self._sampled = self.choose_anchors(buf), len(buf)
-        spans = self._scan(buf, pos, self.keywords, self.anchors, self.tails)
+        spans = self._scan(buf, pos, self.keywords, self.anchors, self.tails, first_per_line)
         match = self.rx.match
         for start in memoryview(spans).cast("q")[::2]:
             m = match(buf, start)

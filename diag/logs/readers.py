@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from llmdiag.logs.prefilter import KernelPrefilter
+
 CHUNK = 2 << 20  # NumPy temporaries of a 2 MiB chunk stay in cache: ~25 % less CPU than 8 MiB
 #: lines that start a multi-line block (a ChildFailedError summary, a wrapped watchdog line)
 BLOCK_TRIGGERS = (b"ChildFailedError", b"Root Cause", b"WorkNCCL(", b"operation timeout:", b" FAILED")
@@ -206,7 +208,7 @@ def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: Rea
         else:
             view, feed = got
             stop = _scan_buffer(path, view, base, 0, prefilter, consumer, stats, feed)
-            stats.candidate_lines += feed.done
+            stats.candidate_lines += feed.taken
             if stop:  # a block starts on line `n`: read the rest of the original chunk line by line
                 n, delta = stop
                 k = n - base - 1  # lines of the chunk before it
@@ -255,7 +257,9 @@ def _scan_buffer(path: str, buf: bytes, base: int, want: int, prefilter, consume
         return pos
 
     pos = follow(0)
-    for m in prefilter.finditer(buf, pos):
+    # the first match of a line is all this loop reads of it (it then goes on at the next line)
+    hits = prefilter.finditer(buf, pos, True) if isinstance(prefilter, KernelPrefilter) else prefilter.finditer(buf, pos)
+    for m in hits:
         if m.start() < pos:
             continue
         ls, le = _line_bounds(buf, m.start(), m.end())

@@ -179,18 +179,29 @@ def test_c_kernel_matches_a_subset_of_the_regex_with_equal_values(data):
         return
     rest, fl, fvals, nl = fast
     assert nl == buf.count(b"\n")
+    def segment(line: bytes) -> tuple[int, int]:
+        """Where the kernel reads a line: whole, else its last carriage-return segment without trailing '\\r's
+        (as the reader cuts it)."""
+        if slow_split(line) is not None:
+            return 0, len(line)
+        end = len(line.rstrip(b"\r"))
+        return line.rfind(b"\r", 0, end) + 1, end
+
     saved, tpl.pieces = tpl.pieces, None
+    slow_split = lambda line: tpl.split(b"\n" + line + b"\n")  # noqa: E731 (the regex never takes line 1)
     try:
         for row, i in enumerate(fl.tolist()):  # each line the kernel took, as the regex path takes it
-            slow = tpl.split(b"\n" + lines[i - 1].encode() + b"\n")  # (the regex never takes line 1)
+            a, b = segment(lines[i - 1].encode())
+            slow = slow_split(lines[i - 1].encode()[a:b])
             assert slow is not None
             for k in fvals:
                 assert fvals[k][row].item() == slow[2][k][0].item() and fvals[k].dtype == slow[2][k].dtype
+        out = buf.split(b"\n")
+        for i in fl.tolist():
+            a, b = segment(out[i - 1])
+            out[i - 1] = out[i - 1][:a] + b"\r" * (b - a) + out[i - 1][b:]
     finally:
         tpl.pieces = saved
-    out = buf.split(b"\n")
-    for i in fl.tolist():
-        out[i - 1] = b"\r" * len(out[i - 1])
     assert rest == b"\n".join(out)
 
 
@@ -347,3 +358,46 @@ def test_c_kernel_exponent_values_equal_float(tok):
     got = np.frombuffer(vals, dtype=np.float64).tolist()
     # a token past 24 characters that needs the slow conversion is left to the per-line path
     assert got == [float(tok)] or (got == [] and len(tok) > 24)
+
+
+def _tqdm_write_log(seed: int) -> str:
+    """A Trainer-style log as a file gets it: tqdm's bar updates, each record written with
+    ``tqdm.write`` after them on the same physical line; some bars carry a keyword of their own
+    (a ``loss=`` postfix, a watchdog note), some lines end in CRLF."""
+    rnd = random.Random(seed)
+    out, step = [], 0
+    for _ in range(3000):
+        segs = []
+        for _ in range(rnd.randint(0, 4)):
+            step += 1
+            post = rnd.choice(["", "", ", loss=3.21", ", watchdog ok"])
+            segs.append(f"\r {step % 100:2d}%|\u2588\u258c        | {step}/300000 [00:0{step % 10}<9:99:99, 14.8it/s{post}]")
+        loss = "nan" if step == 4000 else f"{3 + rnd.random():.4f}"
+        rec = (f"{{'loss': {loss}, 'grad_norm': {1 + rnd.random():.4f}, 'learning_rate': {2e-4 * (1 - step / 1e6):.6e}, "
+               f"'epoch': {step / 5000:.2f}}}")
+        r = rnd.random()
+        if r < 0.1:
+            out.append("".join(segs) + "\r" + " " * 40 + "\r" + rec + "\r")  # CRLF
+        elif r < 0.15:
+            out.append(f"gpu-1:11:22 [{step % 8}] NCCL INFO Channel {step % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC")
+        else:
+            out.append("".join(segs) + "\r" + " " * 40 + "\r" + rec)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("seed", range(3))
+def test_records_after_carriage_returns_equal_line_by_line(tmp_path, monkeypatch, seed, kernel):
+    """The kernel takes a line's last carriage-return segment in bulk (the record after a bar's
+    updates, a CRLF line); the document is the line-by-line one, a keyword in an earlier segment included."""
+    p = tmp_path / "trainer.log"
+    p.write_bytes(_tqdm_write_log(seed).encode())
+    slow = _doc(p, 1 << 14, monkeypatch, templates=False)
+    assert slow["metrics"]["num_steps_with_loss"] > 1000
+    if kernel == "re":
+        monkeypatch.setattr(bulk, "_fastscan", None)
+    bulk_lines = _count_bulk_lines(monkeypatch)
+    for chunk in (1 << 14, None):
+        assert _doc(p, chunk, monkeypatch, templates=True) == slow
+    if kernel == "c":
+        assert sum(bulk_lines) > 1000  # the records whose line has no keyword before them (CRLF ones too)

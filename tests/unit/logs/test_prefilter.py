@@ -65,6 +65,21 @@ def test_kernel_yields_re_matches(pieces, pos):
     assert _spans(kp.finditer(buf, pos)) == _spans(rx.finditer(buf, pos))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES + ["\r"] * 8), max_size=80), st.integers(0, 40))
+def test_first_match_per_line_is_re_filtered(pieces, pos):
+    """What the reader asks for: of re's matches, the first on each line (a bar's updates on one line)."""
+    buf = "".join(pieces).encode()
+    kp, rx = _kernel(), prefilter_regex("re")
+    want, seen = [], set()
+    for m in rx.finditer(buf, pos):
+        line = buf.count(b"\n", 0, m.start())
+        if line not in seen:
+            seen.add(line)
+            want.append(m.span())
+    assert _spans(kp.finditer(buf, pos, True)) == want
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=60), st.binary(max_size=4000), st.integers(0, 40))
 def test_any_anchors_give_the_same_matches(pieces, sample, pos):
