@@ -41,6 +41,9 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     """
     import os
 
+    # the log engine multiplies no matrices: OpenBLAS's thread pool, made when numpy is imported,
+    # only adds start-up time (~0.05 s CPU) and threads beside the reading workers
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from llmdiag.config import Config
     from llmdiag.errors import UsageError
     from llmdiag.logs import config as logcfg
