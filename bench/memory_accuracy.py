@@ -5,7 +5,7 @@
    median |error| and share within ±15 % over the measured ones.
 2. The loss peak (fp32-upcast and chunked cross-entropy) of a real process, and activations per layer measured on CPU (every distinct saved storage under
    ``saved_tensors_hooks``) against the estimate and Korthikanti et al.'s closed form.
-Run: .venv/bin/python bench/memory_accuracy.py [cases.json]
+Run: .venv/bin/python bench/memory_accuracy.py [cases.json] [--cases-only]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def case_table(path: Path) -> None:
     print(f"## Cases ({path})\n")
     print("| case | kind | compared | value | estimate | signed error | tolerance | within |")
     print("|---|---|---|---|---|---|---|---|")
-    errs = []
+    errs, signed = [], []
     base = cases.load(path)
     for c in base + [v for b in base for v in cases.related_variants(b)]:
         try:
@@ -50,8 +50,10 @@ def case_table(path: Path) -> None:
               f"| {'yes' if r['ok'] else 'NO'} |")
         if r["error"] is not None and not r["kind"].startswith("analytic"):
             errs.append(abs(r["error"]))
+            signed.append(r["error"])
     if errs:
         print(f"\nmeasured cases: {len(errs)}, median |error| {statistics.median(errs) * 100:.1f}%, "
+              f"median signed error {statistics.median(signed) * 100:+.1f}%, "
               f"within ±15%: {sum(e <= 0.15 for e in errs)}/{len(errs)}\n")
 
 
@@ -104,11 +106,14 @@ def sac_table() -> None:
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_CASES
+    args = [a for a in sys.argv[1:] if a != "--cases-only"]
+    path = Path(args[0]) if args else DEFAULT_CASES
     if path.is_file():
         case_table(path)
     else:
         print(f"(no cases file at {path})\n")
+    if "--cases-only" in sys.argv[1:]:
+        return
     loss_table()
     sac_table()
     grid_table()

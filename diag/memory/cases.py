@@ -146,6 +146,8 @@ def express(case: dict[str, Any]) -> Expressed:
     for k in ("tp", "pp", "cp", "ep"):
         if _int(par.get(k)) is not None:
             kw[k] = _int(par[k])
+    if _int(par.get("expert_tp") or par.get("etp")) is not None:
+        kw["etp"] = _int(par.get("expert_tp") or par.get("etp"))
     fsdp = par.get("fsdp") or par.get("dp_shard")
     if fsdp:
         kw.update(dp=int(fsdp) * int(_int(par.get("dp_replicate")) or 1), zero=3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from llmdiag.memory import groups
 from llmdiag.memory.models import ModelSpec
 from llmdiag.memory.plan import Plan
 
@@ -104,9 +105,9 @@ def check_plan(m: ModelSpec | None, plan: Plan) -> list[PlanIssue]:
                              f"use ep in {{{_near(plan.ep, m.experts)}}}"))
     elif not m.moe and plan.ep > 1:
         out.append(PlanIssue("experts-ep", "fail", f"ep ({plan.ep}) > 1 on a dense model ({m.name}, no experts)", "use ep = 1"))
-    if plan.ep > 1 and (d * cp * tp) % plan.ep:
-        out.append(PlanIssue("experts-ep", "fail", f"ep ({plan.ep}) does not divide dp×cp×tp ({d * cp * tp}) that expert groups are cut from",
-                             f"use ep in {{{_near(plan.ep, d * cp * tp)}}}"))
+    bad_groups = groups.check(plan) if m.moe else None
+    if bad_groups:
+        out.append(PlanIssue("experts-ep", "fail", *bad_groups))
     return out
 
 

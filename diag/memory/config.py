@@ -16,6 +16,7 @@ register_section(
         Field("dp", "int_or_auto", None, 'data-parallel size or "auto" (world / (tp×pp×cp))', min=1),
         Field("cp", "int", None, "context-parallel size", min=1),
         Field("ep", "int", None, "expert-parallel size", min=1),
+        Field("etp", "int", None, "expert tensor-parallel size (default: Megatron tp, torchtitan/DeepSpeed 1)", min=1),
         Field("world_size", "int", None, "total GPUs of the job", min=1),
         Field("gpus_per_node", "int", None, "GPUs per node", min=1, max=64),
         Field("sequence_parallel", "bool", None, "Megatron sequence parallelism"),
@@ -55,7 +56,7 @@ register_section(
 )
 
 #: [job] keys that are plan fields (the rest select the model or the GPU size).
-PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "world_size", "gpus_per_node", "sequence_parallel", "vpp", "zero",
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "world_size", "gpus_per_node", "sequence_parallel", "vpp", "zero",
              "distributed_optimizer", "micro_batch", "global_batch", "seq_len", "precision", "optimizer",
              "recompute", "attention", "fused_norm", "framework", "loss", "loss_chunks", "compile_loss", "recompute_interval",
              "recompute_layers", "optimizer_impl", "optimizer_in_backward", "offload", "lora_rank", "lora_targets",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from llmdiag.memory import activations
+from llmdiag.memory import activations, groups
 from llmdiag.memory.models import ModelSpec
 from llmdiag.memory.plan import Plan
 
@@ -68,12 +68,16 @@ def _stage_range(m: ModelSpec, plan: Plan, stage: int) -> range:
     return range(start, start + split[stage])
 
 
-def _layer_linear_params(m: ModelSpec, plan: Plan, i: int) -> float:
-    """One GPU's share of layer ``i``'s matrices (tensor and expert sharding)."""
+def _layer_linear_params(m: ModelSpec, plan: Plan, i: int) -> tuple[float, float]:
+    """One GPU's share of layer ``i``'s matrices: (dense, routed experts).
+
+    Dense matrices (attention, dense MLP, shared experts) are cut ``tp`` ways; the routed experts
+    are spread ``ep`` ways and each cut by the expert tensor-parallel size (groups.expert_tp)."""
     t = plan.tp
     if m.is_moe_layer(i):
-        return (m.attention_params() + m.shared_expert_params()) / t + m.experts / plan.ep * m.expert_params() / t
-    return (m.attention_params() + m.dense_mlp_params()) / t
+        return ((m.attention_params() + m.shared_expert_params()) / t,
+                m.experts / plan.ep * m.expert_params() / groups.expert_tp(plan))
+    return (m.attention_params() + m.dense_mlp_params()) / t, 0.0
 
 
 def _lora_params(m: ModelSpec, plan: Plan, i: int) -> float:
@@ -95,6 +99,8 @@ class StageParams:
     largest: float  # largest unit ZeRO-3 / FSDP gathers at once (a layer, or the embedding)
     head_params: float  # output projection on this stage (its gradient exists at the loss peak)
     linear: float = 0.0  # transformer-layer matrices on this GPU (what FP8 linears cast)
+    expert: float = 0.0  # of ``trainable``: routed-expert parameters (sharded over the expert data-parallel group)
+    expert_frozen_bytes: float = 0.0  # of ``frozen_bytes``: the frozen routed experts (LoRA)
 
 
 def stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
@@ -111,11 +117,13 @@ def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: 
         return StageParams(n, 0.0, 0.0, float(largest_layer or 0.0) / plan.tp, 0.0)
     w = 4 if plan.precision == "fp32" else 2
     q = QUANT_BYTES[plan.base_quant] or w
-    lin = other = lora = 0.0
+    lin = other = lora = expert = 0.0
     largest = 0.0
     for i in _stage_range(m, plan, stage):
-        li = _layer_linear_params(m, plan, i)
+        dense, routed = _layer_linear_params(m, plan, i)
+        li = dense + routed
         lin += li
+        expert += routed
         other += m.layer_norm_params() + (m.router_params() if m.is_moe_layer(i) else 0)
         largest = max(largest, li)
         if plan.lora_rank:
@@ -131,30 +139,28 @@ def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: 
             other += head
             largest = max(largest, head)
     if plan.lora_rank:
-        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin)
-    return StageParams(lin + other, 0.0, 0.0, largest, head, lin)
+        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin, 0.0, expert * q)
+    return StageParams(lin + other, 0.0, 0.0, largest, head, lin, expert)
 
 
-def _shards(plan: Plan) -> tuple[int, int, int, int]:
-    d = plan.dp_size * plan.cp
+def _shards(plan: Plan, expert: bool = False) -> tuple[int, int, int, int]:
+    """(group, optimizer shard, gradient shard, weight shard) of dense or routed-expert states."""
+    g = groups.of(plan)
+    d = g.expert_shard if expert else g.dense_shard
     opt = d if (plan.zero >= 1 or plan.distributed_optimizer) else 1
     return d, opt, (d if plan.zero >= 2 else 1), (d if plan.zero == 3 else 1)
 
 
-def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
-    sp = n if isinstance(n, StageParams) else StageParams(float(n), 0.0, 0.0, 0.0, 0.0)
-    d, shard_opt, shard_grad, shard_w = _shards(plan)
+def _state_bytes(n_t: float, frozen_bytes: float, plan: Plan, expert: bool) -> dict[str, tuple[float, str]]:
+    """Bytes and formula of each model state of ``n_t`` trainable parameters (plus a frozen base)
+    sharded over the group that holds them (dense: dp×cp; routed experts: expert data parallel)."""
+    _, shard_opt, shard_grad, shard_w = _shards(plan, expert)
     w = 4 if plan.precision == "fp32" else 2
     g = plan.grad_bytes
     master = 4 if plan.precision != "fp32" and plan.master_weights else 0
     k = OPT_BYTES[plan.optimizer]
-    n_t = sp.trainable
-    inp = {"params_per_gpu": int(sp.trainable + sp.frozen), "trainable_per_gpu": int(n_t), "zero": plan.zero,
-           "shard_group": d}
-    wbytes = (n_t * w + sp.frozen_bytes) / shard_w
-    wform = f"P × {w} B / {shard_w}" + (f" + frozen base ({plan.base_quant}) / {shard_w}" if sp.frozen else "")
-    if plan.offload_params:
-        wbytes, wform = 0.0, "offloaded to CPU (gathered per layer: see gathered_params)"
+    wbytes = (n_t * w + frozen_bytes) / shard_w
+    wform = f"P × {w} B / {shard_w}" + (f" + frozen base ({plan.base_quant}) / {shard_w}" if frozen_bytes else "")
     gbytes, gform = n_t * g / shard_grad, f"P_trainable × {g} B / {shard_grad}"
     if plan.ds_optimizer and plan.zero >= 1 and plan.precision != "fp32":
         if plan.framework == "megatron" and plan.precision == "bf16" and plan.zero == 1:
@@ -167,12 +173,32 @@ def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
             g16 = 0 if plan.zero == 3 else 2 * n_t / shard_grad
             gbytes = g16 + 4 * n_t / shard_opt
             gform = (f"P × 2 B / {shard_grad} + " if g16 else "") + f"fp32 partition P × 4 B / {shard_opt}"
+    return {"weights": (wbytes, wform), "gradients": (gbytes, gform),
+            "master_weights": (n_t * master / shard_opt, f"P_trainable × {master} B / {shard_opt}"),
+            "optimizer_states": (n_t * k / shard_opt, f"P_trainable × {k} B ({plan.optimizer}) / {shard_opt}")}
+
+
+def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
+    sp = n if isinstance(n, StageParams) else StageParams(float(n), 0.0, 0.0, 0.0, 0.0)
+    g = groups.of(plan)
+    n_t = sp.trainable
+    inp: dict[str, Any] = {"params_per_gpu": int(sp.trainable + sp.frozen), "trainable_per_gpu": int(n_t),
+                           "zero": plan.zero, "shard_group": g.dense_shard}
+    dense = _state_bytes(n_t - sp.expert, sp.frozen_bytes - sp.expert_frozen_bytes, plan, expert=False)
+    parts = {k: (b, f) for k, (b, f) in dense.items()}
+    if sp.expert or sp.expert_frozen_bytes:
+        inp.update(expert_params_per_gpu=int(sp.expert), expert_shard_group=g.expert_shard,
+                   ep=g.ep, expert_tp=g.etp)
+        routed = _state_bytes(sp.expert, sp.expert_frozen_bytes, plan, expert=True)
+        parts = {k: (dense[k][0] + routed[k][0], f"dense: {dense[k][1]}; experts: {routed[k][1]}") for k in dense}
+    (wbytes, wform), (gbytes, gform) = parts["weights"], parts["gradients"]
+    (mbytes, mform), (obytes, oform) = parts["master_weights"], parts["optimizer_states"]
+    if plan.offload_params:
+        wbytes, wform = 0.0, "offloaded to CPU (gathered per layer: see gathered_params)"
     if plan.offload_grads or plan.offload_optimizer and plan.zero >= 1:
         gbytes, gform = 0.0, "offloaded to CPU with the optimizer (a bucket stays: see comm_buckets)"
     elif plan.optimizer_in_backward:
-        gbytes, gform = sp.largest * g, "optimizer in backward: one layer's gradients at a time"
-    mbytes, obytes = n_t * master / shard_opt, n_t * k / shard_opt
-    mform, oform = f"P_trainable × {master} B / {shard_opt}", f"P_trainable × {k} B ({plan.optimizer}) / {shard_opt}"
+        gbytes, gform = sp.largest * plan.grad_bytes, "optimizer in backward: one layer's gradients at a time"
     if plan.offload_optimizer:
         mbytes = obytes = 0.0
         mform = oform = "offloaded to CPU"
@@ -322,10 +348,10 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     gline.formula += "; FP8 weight copies (TE: weight + transpose, 1 B each)" if plan.fp8 == "te" else ""
     bucket, bform = _buckets(plan, sp.trainable)
     bline = Line("comm_buckets", bucket, bform, {"dp_cp": plan.dp_size * plan.cp, "framework": plan.framework})
-    _, shard_opt, _, _ = _shards(plan)
     temps = 0.0
     if not plan.fused_optimizer and not plan.offload_optimizer and not plan.optimizer_in_backward:
-        temps = 4 * sp.trainable / shard_opt  # foreach Adam: fp32 sqrt(v) of the whole group
+        # foreach Adam: fp32 sqrt(v) of the whole group (dense and expert shards)
+        temps = 4 * ((sp.trainable - sp.expert) / _shards(plan)[1] + sp.expert / _shards(plan, expert=True)[1])
     tline = Line("optimizer_step_temporaries", temps, "foreach optimizer: 4 B × P_trainable / shard" if temps
                  else "fused optimizer: none", {"optimizer_impl": "fused" if plan.fused_optimizer else "foreach"})
     # Gradients live through forward only when a buffer keeps them (Megatron, DeepSpeed ZeRO,
@@ -343,8 +369,7 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     transient = fb_transient if phase == "forward/backward" else temps
     # the allocator keeps the larger phase's short-lived blocks cached for the other one
     gap = RESERVE_TRANSIENT * max(fb_transient, temps) + RESERVE_PERSISTENT * (allocated - transient)
-    comms = [g for g, v in {"dp": plan.dp_size * plan.cp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
-                            "ep": plan.ep}.items() if v > 1]
+    comms = groups.of(plan).communicators(m is not None and m.moe)
     if plan.framework == "megatron":
         # Megatron also reduces every step over the model-parallel group (gradient norm) and, with
         # a pipeline and tied embeddings, over the embedding group (first and last stage)

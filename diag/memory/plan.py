@@ -31,6 +31,7 @@ class Plan:
     dp: int | str = "auto"
     cp: int = 1
     ep: int = 1
+    etp: int | None = None  # expert tensor parallel (None: the framework's default, see groups.expert_tp)
     world_size: int | None = None
     gpus_per_node: int = 8
     sequence_parallel: bool = False
@@ -75,6 +76,8 @@ class Plan:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UsageError(f"plan: {f} must be a positive integer, got {v!r}")
+        if self.etp is not None and (isinstance(self.etp, bool) or not isinstance(self.etp, int) or self.etp < 1):
+            raise UsageError(f"plan: etp must be a positive integer, got {self.etp!r}")
         if self.dp != "auto" and (isinstance(self.dp, bool) or not isinstance(self.dp, int) or self.dp < 1):
             raise UsageError(f"plan: dp must be a positive integer or 'auto', got {self.dp!r}")
         if self.dp == "auto" and self.world_size is None:

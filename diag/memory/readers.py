@@ -149,7 +149,7 @@ def from_deepspeed(path: str | Path) -> tuple[Fields, list[str]]:
 # ---- Megatron / NeMo -------------------------------------------------------------------------
 _MEGATRON_KEYS = {
     "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp", "data_parallel_size": "dp",
-    "context_parallel_size": "cp", "expert_model_parallel_size": "ep", "sequence_parallel": "sequence_parallel",
+    "context_parallel_size": "cp", "expert_model_parallel_size": "ep", "expert_tensor_parallel_size": "etp", "sequence_parallel": "sequence_parallel",
     "virtual_pipeline_model_parallel_size": "vpp", "micro_batch_size": "micro_batch",
     "global_batch_size": "global_batch", "seq_length": "seq_len", "encoder_seq_length": "seq_len",
     "use_distributed_optimizer": "distributed_optimizer", "world_size": "world_size",
@@ -229,7 +229,7 @@ def from_megatron_yaml(path: str | Path) -> tuple[Fields, list[str]]:
         out["offload_activations"] = True
     if out.get("dp") not in (None, "auto") and not isinstance(out.get("dp"), int):
         raise UsageError(f"{what}: data_parallel_size must be an integer or auto, got {out['dp']!r}")
-    for k in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "world_size", "recompute_layers"):
+    for k in ("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "world_size", "recompute_layers"):
         if k in out and not isinstance(out[k], int):
             raise UsageError(f"{what}: {k} must be an integer, got {out[k]!r}")
     if out.get("distributed_optimizer"):
@@ -270,10 +270,11 @@ def from_torchtitan_toml(path: str | Path) -> tuple[Fields, str | None, list[str
     pp = par("pipeline_parallel_degree")
     cp = par("context_parallel_degree")
     ep = par("expert_parallel_degree")
+    etp = par("expert_tensor_parallel_degree")
     norm = get("model.norm_type")
     if isinstance(norm, str):
         out["fused_norm"] = norm.startswith("fused") or bool(get("training.compile"))
-    for field, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)):
+    for field, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)):
         if isinstance(v, int) and v >= 1:
             out[field] = v
     if isinstance(shard, int) and shard > 1:

@@ -25,7 +25,7 @@ import itertools
 import math
 from typing import Any
 
-from llmdiag.memory import checks
+from llmdiag.memory import checks, groups
 from llmdiag.memory.estimate import FITS_FRACTION, estimate
 from llmdiag.memory.models import ModelSpec
 from llmdiag.memory.plan import Plan
@@ -53,7 +53,8 @@ def layouts(m: ModelSpec, base: Plan, world: int) -> list[dict[str, int]]:
                 dp = world // (tp * pp * cp)
                 eps = [1]
                 if m.moe:
-                    eps = [e for e in _divisors(m.experts) if e <= 64 and (dp * cp * tp) % e == 0]
+                    eps = [e for e in _divisors(m.experts) if e <= 64 and groups.check(
+                        base.replace(tp=tp, pp=pp, cp=cp, ep=e, dp=dp, pp_layers=None)) is None]
                 for ep in eps:
                     out.append({"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp})
     return out
