@@ -48,8 +48,20 @@ def summary(doc: Mapping[str, Any]) -> str:
     errs = sum(f["severity"] == "error" for f in fs)
     label = {"fail": "FAIL", "warn": "WARN", "pass": "PASS"}.get(doc.get("status"), "?")
     s = f"{label}: {len(fs)} finding(s), {errs} error(s) in {len(doc.get('files', []))} file(s)"
-    if doc.get("first_failing_rank") is not None:
-        s += f"; first failing rank {doc['first_failing_rank']}"
+    suspects = doc.get("suspect_ranks") or []
+    first_report = doc.get("first_reporting_rank")
+    first_fail = doc.get("first_failing_rank")
+    if suspects:
+        # a hang: the rank to drain is the suspect; the first to fail or report is only the first victim
+        s += f"; suspect rank(s) {', '.join(map(str, suspects))}"
+        if doc.get("suspect_reason"):
+            s += f" ({doc['suspect_reason']})"
+        if first_report is not None and first_report not in suspects:
+            s += f"; first reporter rank {first_report}"
+        if first_fail is not None and first_fail not in suspects and first_fail != first_report:
+            s += f"; first failing rank {first_fail}"
+    elif first_fail is not None:
+        s += f"; first failing rank {first_fail}"
     return s
 
 

@@ -30,6 +30,8 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
+#: a rank's report that a collective ran past its timeout
+_TIMEOUT_KINDS = ("nccl_timeout", "gloo_timeout", "collective_hang")
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
 #: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
@@ -73,6 +75,34 @@ def _base(kind: str, ev: Event | None = None, **kw) -> dict:
             d["facts"].setdefault("host", ev.host)
     d.update(kw)
     return d
+
+
+def progress_straggler(progress: dict, reporting: list[int], world: int | None = None) -> tuple[list[int], str]:
+    """The rank(s) whose own progress ends behind every other rank's: the straggler of a hang.
+
+    ``progress`` maps a rank to the last step its own lines reached. A hang stops every rank at the
+    collective of one step; a rank whose log ends earlier never got there. Compared only when the
+    ranks with progress are every rank (0..N-1, N the world size when known, else the highest rank
+    seen + 1, at least two) and the ranks behind are fewer than those ahead: an excerpt that lacks a
+    rank's lines, or ranks that all stop at different steps, name nobody.
+    """
+    ranks = {r: s for r, s in progress.items() if isinstance(r, int) and isinstance(s, (int, float))}
+    if len(ranks) < 2:
+        return [], ""
+    upto = world if isinstance(world, int) and world > 0 else max(ranks) + 1
+    if set(ranks) != set(range(upto)):
+        return [], ""
+    top = max(ranks.values())
+    behind = sorted(r for r, s in ranks.items() if s < top)
+    ahead = [r for r in ranks if ranks[r] == top]
+    if not behind or len(behind) >= len(ahead):
+        return [], ""
+    ends = ", ".join(f"rank {r}'s log ends at step {ranks[r]}" for r in behind)
+    why = f"{ends}, the others at {top}"
+    silent = [r for r in behind if r not in reporting]
+    if reporting and silent:
+        why += f"; rank(s) {silent} never reported the timeout: they never reached the collective"
+    return behind, why
 
 
 def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
@@ -154,6 +184,8 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     extra = extra or {}
     world = extra.get("world_size")
     seen = set(extra.get("ranks_seen", ())) | set(reporting)
+    if not culprits:
+        culprits, why = progress_straggler(extra.get("rank_progress") or {}, reporting, world)
     if reporting:
         upto = world if isinstance(world, int) else max(reporting) + 1
         absent = [r for r in range(upto) if r not in reporting]
@@ -560,6 +592,24 @@ def _metrics(an, ser, rank) -> dict:
     return m
 
 
+def _rank_progress(t) -> dict[int, int]:
+    """rank -> the last step (else iteration) that rank's own progress lines reached."""
+    out = {}
+    for r in t.ranks():
+        ser = t.series_of(r) if r is not None else None
+        last = ser.metrics.summary().get("last_step") if ser is not None else None
+        if last is not None:
+            out[r] = last
+    return out
+
+
+def _first_reporter(timeout: dict | None, findings: list[dict]) -> int | None:
+    """The rank that reported a collective timeout first (its own report), else None."""
+    if timeout is not None and timeout["facts"].get("first_reporting_rank") is not None:
+        return timeout["facts"]["first_reporting_rank"]
+    return next((f["rank"] for f in findings if f["kind"] in _TIMEOUT_KINDS and f["rank"] is not None), None)
+
+
 def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     from llmdiag.logs import prefixes
 
@@ -568,7 +618,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     rank = t.primary_rank()
     ser = t.series_of(rank)
     seen = {e.rank for e in an.events if e.rank is not None} | {r for r in t.ranks() if r is not None}
-    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen})
+    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": _rank_progress(t)})
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if nan is not None:
@@ -630,7 +680,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_fail["rank"] if first_fail else None,
-        "first_reporting_rank": timeout["facts"].get("first_reporting_rank") if timeout else None,
+        "first_reporting_rank": _first_reporter(timeout, findings),
         "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
         "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
         "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],

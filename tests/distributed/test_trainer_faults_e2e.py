@@ -42,3 +42,20 @@ def test_injected_fault_is_diagnosed(tmp_path, spec):
         assert any(f.get("step") == step for f in found)
     if spec.startswith(("hang", "crash")):
         assert any(f.get("rank") in (0, 1) for f in found)
+
+
+def test_hang_summary_names_the_suspect_not_the_first_victim(tmp_path):
+    """``hang@N:rank=1``: rank 0 times out first and exits first (torchrun's root cause), but rank 1 is the
+    one to drain; the summary line, the one people read, names it and the first reporter."""
+    log = tmp_path / "train.log"
+    subprocess.run(llmdiag_argv("train", *TINY, "--steps", "14", "--inject", "hang@6:rank=1", "--log-file", str(log)),
+                   env=cli_env(), capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    doc = json.loads(subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
+                                    capture_output=True, text=True, timeout=60).stdout)
+    assert doc["suspect_ranks"] == [1]
+    assert doc["first_reporting_rank"] == 0
+    text = subprocess.run(llmdiag_argv("analyze-log", str(log), "--width", "1000"), env=cli_env(),
+                          capture_output=True, text=True, timeout=60).stdout
+    last = text.strip().splitlines()[-1]
+    assert "suspect rank(s) 1" in last and "first reporter rank 0" in last, last
+    assert "first failing rank 0" not in last, last
