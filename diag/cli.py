@@ -28,7 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("llmdiag.commands.train:train", "Minimal reference trainer to rehearse on."),
     "prepare-data": ("llmdiag.commands.prepare_data:prepare_data", "Tokenise text into the trainer's binary format."),
     "monitor": ("llmdiag.commands.monitor:monitor", "Sample GPUs and the host while a job runs."),
-    "report": ("llmdiag.commands.report:report", "Work with saved reports (merge node reports)."),
+    "report": ("llmdiag.commands.report:report", "Work with saved reports (merge node reports, render one)."),
+    "alerting": ("llmdiag.commands.alerting:alerting", "Write Prometheus rules, a Grafana dashboard, Alertmanager routing."),
     "runbook": ("llmdiag.commands.runbook:runbook", "List runbooks, or print one."),
 }
 

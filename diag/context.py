@@ -77,6 +77,11 @@ class CommandRunner:
         return CommandResult(argv, proc.returncode, out, err, duration_s=time.monotonic() - start)
 
 
+def node_name(env: Mapping[str, str]) -> str:
+    """This node's name in reports and metrics: ``$LLMDIAG_NODE_NAME``, else the host name."""
+    return env.get("LLMDIAG_NODE_NAME") or socket.gethostname() or "localhost"
+
+
 def _text(b: bytes | str | None) -> str:
     if b is None:
         return ""
@@ -198,7 +203,7 @@ class Context:
             env=env,
             config=config,
             launcher=parse_launcher(env),
-            node=node or env.get("LLMDIAG_NODE_NAME") or socket.gethostname() or "localhost",
+            node=node or node_name(env),
             runner=kwargs.pop("runner", None) or CommandRunner(env),
             **kwargs,
         )

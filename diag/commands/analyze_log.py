@@ -23,6 +23,9 @@ from llmdiag.exitcodes import ExitCode
 @click.option("--follow", is_flag=True, help="Keep reading the (single) log as it grows and print alerts.")
 @click.option("--on-alert", "on_alert", default=None, metavar="CMD",
               help="With --follow: run CMD for every alert, the alert as JSON on stdin.")
+@click.option("--prometheus-file", "prom_path", type=click.Path(dir_okay=False), default=None,
+              help="With --follow: rewrite the log's metrics (findings, loss, step) in FILE after every new batch of "
+                   "lines, atomically (node_exporter's textfile collector).")
 @click.option("--no-progress-minutes", type=FiniteFloatRange(0.1, 10000), default=None,
               help="With --follow: alert when no step arrives for this long (default [analyze_log] hang_minutes).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warning-severity findings too.")
@@ -30,7 +33,7 @@ from llmdiag.exitcodes import ExitCode
               help="PyTorch Flight Recorder dumps (one per rank) to match with the log; default: <log>.fr/ "
                    "beside the log when present.")
 @output_options()
-def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, on_alert, no_progress_minutes,
+def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, on_alert, prom_path, no_progress_minutes,
                 strict, fr_dir, fmt, output, width, no_color):
     """Analyse training logs: PATHS are files, directories, globs, .gz files or '-' (stdin).
 
@@ -52,7 +55,8 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     from llmdiag.logs.readers import ReadStats, resolve
 
     inputs = [p for p in resolve(paths, ReadStats()) if p != "-"]
-    guard_outputs([("-o", output), ("--csv", csv_path), ("--parquet", parquet_path), ("--plot", plot_path)],
+    guard_outputs([("-o", output), ("--csv", csv_path), ("--parquet", parquet_path), ("--plot", plot_path),
+                   ("--prometheus-file", prom_path)],
                   [("log", p) for p in inputs], config_path=config_path, env=env)
     settings = logcfg.from_config(Config.load(config_path, env))
     if follow:
@@ -61,8 +65,11 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
         if len(paths) != 1 or paths[0] == "-":
             raise UsageError("--follow takes exactly one log file")
         minutes = no_progress_minutes or settings.hang_minutes
-        follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0)
+        follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0,
+                    on_doc=_textfile(prom_path, paths[0], env) if prom_path else None)
         return
+    if prom_path:
+        raise UsageError("--prometheus-file goes with --follow (without it: -o prometheus:FILE)")
     from llmdiag.logs.engine import analyze
 
     if fr_dir is not None:
@@ -111,3 +118,21 @@ def _check_and_export(doc, table, inputs, csv_path, parquet_path, plot_path) -> 
         export_table(table, csv_path=csv_path, parquet_path=parquet_path, protect=inputs)
     if plot_path:
         plot_curves(doc, plot_path, protect=inputs, sample=table.plot_sample())
+
+
+def _textfile(path: str, log: str, env):
+    """After each batch of a followed log: its metrics in ``path``, replaced atomically, with
+    this node's name and the log's absolute path (what an alert names), the time of the batch,
+    and one run id from the start of the follow to its end."""
+    import os
+    import time
+
+    from llmdiag.context import node_name
+    from llmdiag.reports.base import emit_all
+
+    fixed = {"node": node_name(env), "files": [os.path.abspath(log)], "started_at": round(time.time(), 3)}
+
+    def write(doc: dict) -> None:
+        emit_all({**doc, **fixed, "created_at": round(time.time(), 3)}, [("prometheus", path)], env=env)
+
+    return write

@@ -4,7 +4,9 @@ Lines go through the same analyzer as a full read. After each batch of new lines
 findings (by kind, rank and line) become alerts: printed as one JSON line on stdout and,
 with ``--on-alert CMD``, written as JSON to CMD's stdin (CMD gets 30 s). No new step for
 ``no_progress_s`` seconds is an alert too. Rotation: when the path's inode changes or the
-file shrinks, the old handle is drained and the new file is read from its start.
+file shrinks, the old handle is drained and the new file is read from its start. ``on_doc``
+gets the whole document after each batch (``--prometheus-file``: the metrics an alerting rule
+reads, rewritten as the log grows).
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from llmdiag.logs.analyzer import LogAnalyzer
 from llmdiag.logs.readers import ReadStats
 
 
 
-def _alerts(an: LogAnalyzer, stats: ReadStats, settings, seen: set) -> list[dict]:
-    from llmdiag.logs.diagnosis import build_document
-
-    doc = build_document(an, stats, settings)
+def _alerts(doc: dict, seen: set) -> list[dict]:
     out = []
     for f in doc["findings"]:
         key = (f["kind"], f["rank"], f.get("facts", {}).get("spike_first_step") or f["line"])
@@ -47,7 +47,10 @@ def _send(alert: dict, on_alert: str | None, out=sys.stdout) -> None:
 
 
 def follow_file(path: str, settings, *, on_alert: str | None = None, no_progress_s: float = 600.0,
-                poll_s: float = 0.5, max_seconds: float | None = None, out=sys.stdout) -> None:
+                poll_s: float = 0.5, max_seconds: float | None = None, out=sys.stdout,
+                on_doc: Callable[[dict], None] | None = None) -> None:
+    from llmdiag.logs.diagnosis import build_document
+
     an = LogAnalyzer(settings)
     stats = ReadStats()
     seen: set = set()
@@ -77,7 +80,10 @@ def follow_file(path: str, settings, *, on_alert: str | None = None, no_progress
                 text = raw.decode("utf-8", errors="replace")
                 an(path, lineno, text)  # every line: following lines of a block must be seen
             an.finish()
-            for a in _alerts(an, stats, settings, seen):
+            doc = build_document(an, stats, settings)
+            if on_doc is not None:
+                on_doc(doc)
+            for a in _alerts(doc, seen):
                 _send(a, on_alert, out)
             if len(an.table) > steps_before:
                 steps_before = len(an.table)
