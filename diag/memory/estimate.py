@@ -277,9 +277,11 @@ def loss_line(m: ModelSpec, plan: Plan, stage: int) -> Line:
       reuses it; the 16-bit gradient appears beside it: 6·N·V/t;
     - upcast (``F.cross_entropy(logits.float())``): backward holds the fp32 log-probabilities,
       the fp32 gradient of them and the fp32 gradient of the logits: 12·N·V/t (measured on CPU);
-    - chunked (torchtune's CEWithChunkedOutputLoss): every chunk's fp32 log-probabilities stay
-      saved until backward (4·N·V) beside the 16-bit logits (2·N·V), plus one chunk's transients:
-      6·N·V/t + 8·N·V/(t·chunks) (measured on CPU);
+    - chunked (torchtune's CEWithChunkedOutputLoss): the peak is at the end of forward: every
+      chunk's fp32 log-probabilities stay saved until backward (4·N·V) beside the 16-bit logits
+      (2·N·V), while the last chunk's fp32 copy of its logits (4·N·V/chunks) is still alive; in
+      backward the logits are freed and the log-probabilities go chunk by chunk:
+      6·N·V/t + 4·N·V/(t·chunks) (measured through the allocator on CPU, chunks 4, 8 and 16);
     - compiled (torch.compile fuses the upcast into the kernel: only 16-bit logits and gradients):
       4·N·V/t, chunked 2·N·V/t + 2·N·V/(t·chunks);
     - fused (fused linear cross-entropy, CCE, Liger): no logits are materialised: ~0.
@@ -300,7 +302,8 @@ def loss_line(m: ModelSpec, plan: Plan, stage: int) -> Line:
         inp["chunks"] = c
         if plan.compile_loss:
             return Line("logits", 2 * n * v + 2 * n * v / c, "2·N·V/t + 2·N·V/t / chunks (compiled)", inp)
-        return Line("logits", 6 * n * v + 8 * n * v / c, "6·N·V/t + 8·N·V/t / chunks", inp)
+        return Line("logits", 6 * n * v + 4 * n * v / c,
+                    "6·N·V/t + 4·N·V/t / chunks (fp32 log-probs, 16-bit logits, one chunk's fp32 copy)", inp)
     return Line("logits", 0.0, "fused linear + cross-entropy: logits never materialised", inp)
 
 

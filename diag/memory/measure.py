@@ -169,69 +169,135 @@ def compare(cfg: dict[str, Any]) -> tuple[float, float]:
     return measure_layer_bytes(**cfg)["bytes_per_layer"], layer_bytes(m, plan, device="cpu")
 
 
-# ---- the loss: peak memory of cross-entropy over a logits matrix, measured as process RSS -------
-_LOSS_SCRIPT = r"""
-import sys, torch, torch.nn.functional as F
-kind, n, v, c, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), 64
+# ---- measured in a fresh process: torch's allocator, and the resident set as a cross-check ------
+# What the estimate models is the bytes of live tensors. A process's resident set holds more, and
+# how much more depends on the machine, not on the tensors: the first run of a kernel maps its code
+# and its one-time buffers (the file-backed part depends on the page cache and read-ahead), the heap
+# grows in steps. So the primary reading is torch's CPU allocator (every allocation and free the
+# profiler records, summed in order: the live-tensor peak), and the resident set is read after an
+# identical warm-up step, its high-water mark reset in between (/proc/self/clear_refs), the minimum
+# of three.
+_PEAK_HELPERS = r"""
+import torch
 
 
-def hwm():  # this address space's resident high-water mark (ru_maxrss would carry the parent's over exec)
+def _status(key):
     with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith(key + ":"))
 
 
-torch.manual_seed(0)
-hidden = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
-w = torch.randn(h, v, dtype=torch.bfloat16, requires_grad=True)
-labels = torch.randint(0, v, (n,))
-x = torch.randn(8, 16, requires_grad=True)  # warm the kernels up on a tiny problem
-(F.cross_entropy((x @ torch.randn(16, 16)).float(), torch.zeros(8, dtype=torch.long))).backward()
-base = hwm()
-logits = hidden @ w
-if kind == "upcast":
-    loss = F.cross_entropy(logits.float(), labels)
-else:
-    loss = sum(F.cross_entropy(a.float(), b, reduction="sum") for a, b in zip(logits.chunk(c), labels.chunk(c))) / n
-del logits  # as torchtitan and torchtune do before backward
-loss.backward()
-print(hwm() - base)
+def allocator_bytes(fn):
+    # (peak, end): bytes live in torch's CPU allocator while fn runs, above what was live before
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation:
+            events.append((node.start_time_ns, node.extra_fields.alloc_size))
+        stack.extend(node.children)
+    live = peak = 0
+    for _, size in sorted(events):  # a free and an allocation at the same instant: the free first
+        live += size
+        peak = max(peak, live)
+    return peak, live
+
+
+def rss_bytes(fn, repeats=3, before=lambda: None):
+    # (peak, growth) of the resident set while fn runs, after fn ran once: the minimum of repeats
+    # (before: what drops the previous run's results, outside the reading)
+    fn()  # the same step once: code pages, kernels' one-time buffers, the heap's growth
+    peaks, growths = [], []
+    for _ in range(repeats):
+        before()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the high-water mark restarts from the current resident set
+        base = _status("VmRSS")
+        fn()
+        peaks.append(_status("VmHWM") - base)
+        growths.append(_status("VmRSS") - base)
+    return min(peaks), min(growths)
 """
 
 
-def measure_loss_peak(kind: str, n: int, v: int, chunks: int = 8) -> int:
-    """Peak bytes the loss adds (logits, fp32 copies, backward), in a fresh process.
-
-    Large blocks are forced onto mmap (``MALLOC_MMAP_THRESHOLD_``) so a freed tensor leaves the
-    resident set at once and the high-water mark (``VmHWM``) is the live-tensor peak.
-    """
+def _run_script(script: str, *args: Any) -> dict[str, float]:
+    """Run a measuring script in a fresh process; large blocks on mmap, so a free leaves the RSS."""
+    import json
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", _LOSS_SCRIPT, kind, str(n), str(v), str(chunks)],
-                         capture_output=True, text=True, env=env, timeout=300, check=True)
-    return int(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=600, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---- the loss: peak memory of cross-entropy over a logits matrix -------------------------------
+_LOSS_SCRIPT = _PEAK_HELPERS + r"""
+import json, sys, torch.nn.functional as F
+kind, n, v, c, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), 8
+torch.manual_seed(0)
+hidden = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
+w = torch.randn(h, v, dtype=torch.bfloat16, requires_grad=True)
+labels = torch.randint(0, v, (n,))
+
+
+def step():
+    logits = hidden @ w
+    if kind == "upcast":
+        loss = F.cross_entropy(logits.float(), labels)
+    else:
+        loss = sum(F.cross_entropy(a.float(), b, reduction="sum") for a, b in zip(logits.chunk(c), labels.chunk(c))) / n
+    del logits  # as torchtitan and torchtune do before backward
+    loss.backward()
+    hidden.grad = w.grad = None
+
+
+base = _status("VmRSS")
+step()
+first = _status("VmHWM") - base  # what a cold reading of the resident set gives
+rss, _ = rss_bytes(step)
+peak, _ = allocator_bytes(step)
+print(json.dumps({"allocator": peak, "rss": rss, "rss_first": first}))
+"""
+
+
+def measure_loss_peak(kind: str, n: int, v: int, chunks: int = 8) -> dict[str, float]:
+    """Peak bytes the loss adds (logits, fp32 copies, backward), in a fresh process.
+
+    ``allocator``: the live-tensor peak through torch's allocator; ``rss``: the resident-set peak of
+    a warm step (minimum of three); ``rss_first``: the resident-set peak of the first step, which also
+    holds what the process maps on first use (machine-dependent, not tensors).
+    """
+    return _run_script(_LOSS_SCRIPT, kind, n, v, chunks)
 
 
 def loss_grid() -> list[dict[str, Any]]:
-    return [dict(kind=k, n=n, v=v, chunks=8) for k in ("upcast", "chunked") for n, v in ((2048, 8192), (1024, 32768))]
+    sizes = ((2048, 8192), (1024, 32768))
+    # chunks 4 and 16 beside 8: the per-chunk term is a mechanism, not a constant fitted at 8
+    return ([dict(kind=k, n=n, v=v, chunks=8) for k in ("upcast", "chunked") for n, v in sizes]
+            + [dict(kind="chunked", n=2048, v=8192, chunks=c) for c in (4, 16)])
 
 
-def compare_loss(cfg: dict[str, Any]) -> tuple[float, float]:
-    """(measured, estimated) peak bytes of the loss for one grid point."""
+def compare_loss(cfg: dict[str, Any]) -> dict[str, float]:
+    """The measured peaks (``measure_loss_peak``) and the estimate of one grid point's loss."""
     from llmdiag.memory.estimate import loss_line
     from llmdiag.memory.models import ModelSpec
     from llmdiag.memory.plan import Plan
 
     m = ModelSpec("loss", 1, 64, 1, cfg["v"], 64)
     plan = Plan(dp=1, seq_len=cfg["n"], loss=cfg["kind"], loss_chunks=cfg["chunks"])
-    return float(measure_loss_peak(cfg["kind"], cfg["n"], cfg["v"], cfg["chunks"])), loss_line(m, plan, 0).bytes
+    got = measure_loss_peak(cfg["kind"], cfg["n"], cfg["v"], cfg["chunks"])
+    return {**got, "estimate": loss_line(m, plan, 0).bytes}
 
 
-# ---- per-op selective checkpointing (torchtitan's "op" policy), measured as process RSS ---------
-_SAC_SCRIPT = r"""
-import functools, sys, torch
+# ---- per-op selective checkpointing (torchtitan's "op" policy) ----------------------------------
+_SAC_SCRIPT = _PEAK_HELPERS + r"""
+import functools, json, sys
 from collections import defaultdict
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from llmdiag.memory.measure import _llama_cls
@@ -250,43 +316,48 @@ def policy(meta):
     return fn
 
 
-def rss():
-    with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
-
-
 torch.manual_seed(0)
 mods = [_llama_cls()(h, a, kv, 1, ffn, "none", separate_qkv=True).to(torch.bfloat16) for _ in range(layers)]
+x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
+kept = []
 
 
-def run(x):
+def forward():
+    # what the checkpoints keep after forward: each layer's input (the first one's is x, allocated
+    # before) and what the policy saved; the last output is not kept by any layer
+    kept.clear()
+    y = x
     for mod in mods:
         ctx = functools.partial(create_selective_checkpoint_contexts, policy(defaultdict(int)))
-        x = checkpoint(mod.body, x, use_reentrant=False, context_fn=ctx)
-    return x
+        y = checkpoint(mod.body, y, use_reentrant=False, context_fn=ctx)
+    kept.append(y)
 
 
-x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
-run(x.detach().requires_grad_()).float().sum().backward()  # warm-up: kernels, allocator
-base = rss()
-y = run(x)
-# each layer keeps its input (the first one's is x, allocated before) and what the policy saved
-print((rss() - base - y.numel() * 2 + x.numel() * 2) / layers)
-y.float().sum().backward()
+forward()
+kept[0].float().sum().backward()  # warm-up: the kernels of forward, recompute and backward
+x.grad = None
+kept.clear()
+
+
+def per_layer(grown):  # the output is kept by no layer, the first layer's input x by one
+    return (grown - kept[0].numel() * 2 + x.numel() * 2) / layers
+
+
+_, rss = rss_bytes(forward, before=kept.clear)
+rss = per_layer(rss)
+kept.clear()
+_, live = allocator_bytes(forward)
+live = per_layer(live)
+print(json.dumps({"allocator": live, "rss": rss}))
 """
 
 
-def measure_sac_layer_bytes(*, s: int, b: int, h: int, a: int, kv: int, ffn: int, layers: int = 4) -> float:
-    """Bytes one Llama layer keeps under torchtitan's per-op SAC policy, in a fresh process."""
-    import os
-    import subprocess
-    import sys
+def measure_sac_layer_bytes(*, s: int, b: int, h: int, a: int, kv: int, ffn: int, layers: int = 4) -> dict[str, float]:
+    """Bytes one Llama layer keeps under torchtitan's per-op SAC policy, in a fresh process.
 
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", OMP_NUM_THREADS="1")
-    args = [str(v) for v in (h, a, kv, ffn, s, b, layers)]
-    out = subprocess.run([sys.executable, "-c", _SAC_SCRIPT, *args], capture_output=True, text=True, env=env,
-                         timeout=300, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    ``allocator``: through torch's allocator; ``rss``: the resident-set growth of a warm forward.
+    """
+    return _run_script(_SAC_SCRIPT, h, a, kv, ffn, s, b, layers)
 
 
 def sac_grid() -> list[dict[str, Any]]:
@@ -294,9 +365,9 @@ def sac_grid() -> list[dict[str, Any]]:
             for (s, b), (h, a, kv, f) in (((1024, 2), (256, 8, 2, 704)), ((512, 4), (512, 8, 8, 1376)))]
 
 
-def compare_sac(cfg: dict[str, Any]) -> tuple[float, float]:
+def compare_sac(cfg: dict[str, Any]) -> dict[str, float]:
     from llmdiag.memory.activations import layer_bytes
 
     m, plan = spec_and_plan(cfg)
-    measured = measure_sac_layer_bytes(s=cfg["s"], b=cfg["b"], h=cfg["h"], a=cfg["a"], kv=cfg["kv"], ffn=cfg["ffn"])
-    return measured, layer_bytes(m, plan, device="cpu")
+    got = measure_sac_layer_bytes(s=cfg["s"], b=cfg["b"], h=cfg["h"], a=cfg["a"], kv=cfg["kv"], ffn=cfg["ffn"])
+    return {**got, "estimate": layer_bytes(m, plan, device="cpu")}

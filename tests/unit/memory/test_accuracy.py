@@ -70,13 +70,20 @@ def test_paper_formula_differs_only_by_known_terms():
 
 
 @pytest.mark.parametrize("cfg", __import__("llmdiag.memory.measure", fromlist=["loss_grid"]).loss_grid(),
-                         ids=lambda c: f"{c['kind']}-{c['n']}x{c['v']}")
+                         ids=lambda c: f"{c['kind']}-{c['n']}x{c['v']}-c{c['chunks']}")
 def test_loss_peak_matches_a_measured_process(cfg):
-    """fp32-upcast and chunked cross-entropy: the peak a real process reaches (RSS high-water mark)."""
+    """fp32-upcast and chunked cross-entropy: the live-tensor peak of a real step, read two ways.
+
+    The allocator's own record of every allocation and free is exact; the resident-set peak of a
+    warm step is an independent reading of the same bytes (a cold first step also maps code and
+    the heap's growth, which is not tensors, so it is not used).
+    """
     from llmdiag.memory.measure import compare_loss
 
-    measured, est = compare_loss(cfg)
-    assert abs(est - measured) / measured <= 0.06, (est, measured)
+    got = compare_loss(cfg)
+    est, live, rss = got["estimate"], got["allocator"], got["rss"]
+    assert abs(est - live) / live <= 0.02, got
+    assert abs(est - rss) / rss <= 0.04, got
 
 
 @pytest.mark.parametrize("cfg", __import__("llmdiag.memory.measure", fromlist=["sac_grid"]).sac_grid(),
@@ -85,5 +92,7 @@ def test_per_op_sac_matches_a_measured_process(cfg):
     """torchtitan's per-op SAC policy on real Llama layers (separate wq/wk/wv): kept bytes per layer."""
     from llmdiag.memory.measure import compare_sac
 
-    measured, est = compare_sac(cfg)
-    assert abs(est - measured) / measured <= 0.03, (est, measured)
+    got = compare_sac(cfg)
+    est, live, rss = got["estimate"], got["allocator"], got["rss"]
+    assert abs(est - live) / live <= 0.03, got
+    assert abs(est - rss) / rss <= 0.05, got
