@@ -260,7 +260,10 @@ ENTRIES: tuple[Entry, ...] = (
        "Signal 7 (SIGBUS) received by PID 4242"),
       patterns=(r"(?:\[(?P<host>[\w.-]+):(?P<pid>\d+)[^\]]*\] )?Caught signal 7 \(Bus error",
                 r"(?:^|\s)Bus error(?: \(core dumped\))?\s*$",
-                r"Fatal Python error: Bus error"),
+                r"Fatal Python error: Bus error",
+                # a DataLoader worker that died of SIGBUS (its shared-memory batch): the worker's death is
+                # dataloader_worker_killed, its signal is this kind
+                r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) is killed by signal: Bus error"),
       keywords=("Bus error",), facts=(("signal", "SIGBUS"), ("exitcode", -7))),
     E("dataloader_worker_killed", ERROR, "dataloader-worker-killed",
       "a DataLoader worker process died: the batch it was loading never arrives",
@@ -294,11 +297,16 @@ ENTRIES: tuple[Entry, ...] = (
        "data/117: file write failed",
        "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1234 vs 1200 ... "
        "No space left on device",
-       "OSError: [Errno 122] Disk quota exceeded: '/home/user/ckpt/step_1000'"),
+       "OSError: [Errno 122] Disk quota exceeded: '/home/user/ckpt/step_1000'",
+       "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 704 vs 598",
+       "RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing central "
+       "directory: file write failed"),
       patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)(?:: '(?P<path>[^']+)')?",
                 # torch.save's zip writer hides the errno: a failed write of a checkpoint is almost always space
-                r"(?P<disk_error>PytorchStreamWriter failed writing file \S+: file write failed)"),
-      keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT", "file write failed")),
+                r"(?P<disk_error>PytorchStreamWriter failed writing (?:file \S+|central directory): file write failed)",
+                # its short write (written less than asked: the disk filled up mid-record or at the end)
+                r"inline_container\.cc:\d+\] \. (?P<disk_error>unexpected pos \d+ vs \d+)"),
+      keywords=("No space left", "quota exceeded", "ENOSPC", "EDQUOT", "file write failed", "unexpected pos")),
     E("child_failed", ERROR, "child-failed", "a worker process failed and torchrun stopped the job",
       ("see the root-cause rank's own error",), "read the root-cause rank's own log (its first error)",
       ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",),

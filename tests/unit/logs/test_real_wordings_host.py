@@ -182,7 +182,7 @@ ERROR: Unexpected bus error encountered in worker. This might be caused by insuf
 RuntimeError: DataLoader worker (pid 3216) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
     raise RuntimeError('DataLoader worker (pid(s) {}) exited unexpectedly'.format(pids_str))
 RuntimeError: DataLoader worker (pid(s) 3216) exited unexpectedly
-""", ["dataloader_worker_killed"], 1, {"pid": 3216}),
+""", ["dataloader_worker_killed", "sigbus"], 1, {"pid": 3216}),  # the worker's signal is SIGBUS (issue 22)
     # hezhangsprinter/DCPDN#12: a worker killed by the OOM killer
     ("DCPDN#12", """\
 Traceback (most recent call last):
@@ -453,7 +453,7 @@ Traceback (most recent call last):
   File "/usr/local/lib/python3.6/site-packages/torch/utils/data/_utils/signal_handling.py", line 63, in handler
     _error_if_any_worker_fails()
 RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.
-""", ["dataloader_worker_killed"], 1, {"pid": 325}),
+""", ["dataloader_worker_killed", "sigbus"], 1, {"pid": 325}),  # killed by signal: Bus error
     # qiskit-community/spank-plugins#17: the job's output after `scancel` (no reason: a person cancelled it)
     ("spank-plugins#17", """\
 srun: got SIGCONT
