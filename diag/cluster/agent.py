@@ -118,8 +118,15 @@ class Agent:
         # (when there are any) and for the report to reach rank 0.
         group_share = 0.4 * self.opts.timeout_s if self.group_probes else 0.0
         local_probes = bounded(self.local_probes, self.opts.timeout_s - self.reserve_s - group_share)
+        done: dict[str, list[Result]] = {}  # what each finished probe found, as it finishes
+
+        def progress(event: str, name: str, res) -> None:
+            if event == "done":
+                done[name] = list(res)
+
         local = threading.Thread(target=lambda: box.setdefault("r", run_probes(
-            local_probes, self.ctx, load_errors=self.load_errors)), name="llmdiag-local-probes", daemon=True)
+            local_probes, self.ctx, load_errors=self.load_errors, progress=progress)),
+            name="llmdiag-local-probes", daemon=True)
         # torch takes seconds to import: do it while the rendezvous is probed, not after.
         threading.Thread(target=_import_torch_distributed, name="llmdiag-import", daemon=True).start()
         iface = facts.job_interface(self.world.master_addr)
@@ -142,11 +149,25 @@ class Agent:
             if not local.is_alive() and not local.ident:
                 local.start()
             local.join(max(1.0, max((p.timeout_s for p in local_probes), default=1.0) + 2))
-            node_report = box.get("r") or NodeReport(node=self.ctx.node, results=())
+            node_report = box.get("r") or self._unfinished_report(local_probes, dict(done))
             group_results = self._group_probes()
             return self._finish(node_report, group_results, iface)
         finally:
             self.cleanup()
+
+    def _unfinished_report(self, probes: Sequence, done: dict[str, list[Result]]) -> NodeReport:
+        """The local probes did not all end in time (a starved node): what finished, and a finding
+        for each probe that did not, instead of a report with nothing in it."""
+        results = [r for p in probes for r in done.get(p.name, ())]
+        for p in probes:
+            if p.name not in done:
+                results.append(Result(probe=p.name, check="probe", node=self.ctx.node, status=Status.FAIL,
+                                      summary=f"did not finish before this node's report was due "
+                                              f"(cluster.timeout_s = {self.opts.timeout_s:g} s)",
+                                      runbook="probe-timeout",
+                                      remediation="Find what slows this node (CPU load, a hung mount or driver "
+                                                  "call); raise cluster.timeout_s, or --skip the probe."))
+        return NodeReport(node=self.ctx.node, node_rank=self.world.node_rank, results=tuple(results))
 
     def cleanup(self) -> None:
         """Close listeners and servers, remove token files, leave the store (idempotent)."""

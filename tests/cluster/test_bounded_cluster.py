@@ -49,10 +49,14 @@ def test_overrunning_group_probe_is_cut_and_every_node_report_arrives(tmp_path):
     assert [n["node"] for n in doc["nodes"]] == ["node-0", "node-1", "node-2", "node-3"], failing(doc)
     assert not doc["missing_nodes"] and not [f for f in failing(doc) if f[1].startswith("node-")]
     cut = [r for r in doc["results"] if r["probe"] == "nccl" and r["check"] == "probe"]
-    assert cut and all("timed out after" in r["summary"] and r["runbook"] == "probe-timeout" for r in cut), cut
+    # cut while it ran or, on a starved machine where the local probes took the group's share, not
+    # started: either way the budget's finding (probe-timeout), never a node fault
+    assert cut and all(("timed out after" in r["summary"] or "was used up" in r["summary"])
+                       and r["runbook"] == "probe-timeout" for r in cut), \
+        [(r["node"], r["summary"], r["runbook"]) for r in cut]
     # the other probes' findings of every node are kept
     soft = {r["node"] for r in doc["results"] if r["probe"] == "software" and r["check"] == "torch"}
-    assert soft == {"node-0", "node-1", "node-2", "node-3"}
+    assert soft == {"node-0", "node-1", "node-2", "node-3"}, [(r["node"], r["probe"], r["check"], r["status"], r["summary"][:150]) for r in doc["results"] if r["node"] not in soft]
     for k in (1, 2, 3):
         assert run.out[k][0] is not None and "node report sent to rank 0" in run.out[k][2]
 
