@@ -512,32 +512,46 @@ class LogAnalyzer:
             self.last_progress[self.table.files[fid]] = (int(b["line"][i]), None if math.isnan(ts) else ts)
 
     def _dedup(self, b: dict) -> dict:
-        """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step."""
+        """A duplicate line (pasted twice, or tee'd) is not a new step: keys are iter, else step.
+
+        Ranks keep their keys apart, so each rank's rows are checked on their own, in log order:
+        a rank whose keys rise and are all above those it has seen (the common case, also where
+        eight ranks' lines interleave) in one vectorised step, any other one row by row."""
         keys = np.where(b["iter"] != NONE, b["iter"], b["step"])
         ranks = b["rank"]
-        if (ranks == ranks[0]).all() and (keys != NONE).all() and (np.diff(keys) > 0).all():
-            r0 = None if ranks[0] == NONE else int(ranks[0])
-            seen = self._seen_keys.setdefault(r0, set())
-            top = self._seen_max.get(r0)
-            if not seen or (top is not None and top < keys[0]):  # strictly increasing, all new: the common case
-                _add_seen(seen, keys)
-                self._seen_max[r0] = int(keys[-1])
-                return b
-        keep = []
-        for i, (key, rk) in enumerate(zip(keys.tolist(), ranks.tolist())):
-            if key != NONE:
-                seen = self._seen_keys.setdefault(None if rk == NONE else rk, set())
+        one = bool((ranks == ranks[0]).all())
+        groups = [(ranks[0], np.arange(len(keys)))] if one else [(r, np.flatnonzero(ranks == r))
+                                                                for r in np.unique(ranks)]
+        drop: list[int] = []
+        for rk, rows in groups:
+            k = keys[rows]
+            has = k != NONE
+            if not has.all():
+                rows, k = rows[has], k[has]
+            if not len(k):
+                continue
+            r = None if rk == NONE else int(rk)
+            seen = self._seen_keys.setdefault(r, set())
+            top = self._seen_max.get(r)
+            if (not seen or (top is not None and top < k[0])) and (len(k) == 1 or (np.diff(k) > 0).all()):
+                _add_seen(seen, k)  # strictly increasing, all new
+                self._seen_max[r] = int(k[-1])
+                continue
+            for i, key in zip(rows.tolist(), k.tolist()):
                 if key in seen:
+                    drop.append(i)
                     continue
-                r = None if rk == NONE else rk
                 if len(seen) > SEEN_KEYS:  # keep memory constant: steps only move forward
                     seen.clear()
                     self._seen_max.pop(r, None)
                 seen.add(key)
                 top = self._seen_max.get(r)
                 self._seen_max[r] = key if top is None or key > top else top
-            keep.append(i)
-        return b if len(keep) == len(keys) else take(b, np.array(keep, dtype=np.int64))
+        if not drop:
+            return b
+        keep = np.ones(len(keys), dtype=bool)
+        keep[drop] = False
+        return take(b, np.flatnonzero(keep))
 
     def finish(self) -> None:
         for file in list(self._joins):

@@ -11,6 +11,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -187,3 +188,53 @@ def test_rolling_blocks_equal_the_direct_windows(prev, v, w, fn):
     f = np.min if fn == "min" else np.max
     arr = np.array(v, dtype=np.float64)
     assert rolling(prev, arr, w, f).tolist() == rolling_direct(prev, arr, w, f).tolist()
+
+
+def _dedup_one_by_one(batches: list[dict]) -> list[list[int]]:
+    """The rows each batch keeps, by the rule applied row by row (the reference)."""
+    seen: dict = {}
+    out = []
+    for b in batches:
+        keys = np.where(b["iter"] != table.NONE, b["iter"], b["step"]).tolist()
+        keep = []
+        for i, (key, rk) in enumerate(zip(keys, b["rank"].tolist())):
+            if key != table.NONE:
+                s = seen.setdefault(rk, set())
+                if key in s:
+                    continue
+                if len(s) > analyzer_mod.SEEN_KEYS:
+                    s.clear()
+                s.add(key)
+            keep.append(i)
+        out.append(keep)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_interleaved_ranks_dedup_like_one_by_one(seed):
+    """Eight ranks' lines interleaved (torchrun's [rankN]:), tee'd repeats, restarts, keyless rows:
+    the per-rank vectorised check keeps exactly the rows the one-by-one rule keeps."""
+    rnd = random.Random(seed)
+    an = analyzer_mod.LogAnalyzer()
+    batches, step = [], {r: 0 for r in range(8)}
+    for _ in range(12):
+        n = rnd.choice([1, 50, 3000, 9000])
+        rows = []
+        for _ in range(n):
+            r = rnd.choice([0, 1, 2, 3, 4, 5, 6, 7, table.NONE]) if seed % 2 else rnd.randrange(8)
+            rr = 0 if r == table.NONE else r
+            u = rnd.random()
+            if u < 0.03:
+                step[rr] = max(0, step[rr] - rnd.randint(1, 50))  # a repeat or a restart from a checkpoint
+            elif u > 0.01 or seed < 4:
+                step[rr] += 1
+            rows.append((r, step[rr] if u > 0.02 else table.NONE))
+        b = table.empty_batch(n)
+        b["rank"] = np.array([r for r, _ in rows], dtype=np.int64)
+        b["step"] = np.array([s for _, s in rows], dtype=np.int64)
+        b["line"] = np.arange(n, dtype=np.int64)
+        batches.append(b)
+    want = _dedup_one_by_one(batches)
+    for b, keep in zip(batches, want):
+        got = an._dedup(b)
+        assert got["line"].tolist() == keep
