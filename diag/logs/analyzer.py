@@ -499,11 +499,11 @@ class LogAnalyzer:
             r = None if ranks[0] == NONE else int(ranks[0])
             if has.any():
                 self.unique_steps[r] = self.unique_steps.get(r, 0) + int(has.sum())
-        else:
-            for rk, h in zip(ranks.tolist(), has.tolist()):
-                if h:
-                    r = None if rk == NONE else rk
-                    self.unique_steps[r] = self.unique_steps.get(r, 0) + 1
+        else:  # interleaved ranks: each rank's count in one pass
+            got, counts = np.unique(ranks[has != 0], return_counts=True)
+            for rk, c in zip(got.tolist(), counts.tolist()):
+                r = None if rk == NONE else rk
+                self.unique_steps[r] = self.unique_steps.get(r, 0) + c
         self.table.add_batch(b)
         fids = b["file"]
         for fid in ([int(fids[0])] if (fids == fids[0]).all() else np.unique(fids).tolist()):

@@ -180,9 +180,15 @@ class StepStore:
         self.all_nan.feed(b, self.files)
         ranks = b["rank"]
         first = int(ranks[0])
-        groups = [(first, None)] if (ranks == first).all() else [(int(r), ranks == r) for r in np.unique(ranks)]
-        for r, mask in groups:
-            sub = b if mask is None else take(b, mask)
+        if (ranks == first).all():
+            groups = [(first, b)]
+        else:  # interleaved ranks: one stable sort by rank, then each rank's rows are a slice (log order kept)
+            order = np.argsort(ranks, kind="stable")
+            by_rank = take(b, order)
+            sr = by_rank["rank"]
+            cuts = [0, *(np.flatnonzero(sr[1:] != sr[:-1]) + 1).tolist(), n]
+            groups = [(int(sr[a]), take(by_rank, slice(a, z))) for a, z in zip(cuts, cuts[1:])]
+        for r, sub in groups:
             self.counts[r] = self.counts.get(r, 0) + batch_len(sub)
             s = self.series.get(r)
             if s is None:
