@@ -59,6 +59,8 @@ class LauncherProbe(BaseProbe):
             return [self.ok(ctx, "variables", "not launched as part of a job (no launcher variables): single-node run",
                             data=data)]
         results = [self.check_variables(ctx, data)]
+        if info.warnings:
+            results.append(self.check_twins(ctx))
         if info.master_addr:
             results.append(self.check_master_addr(ctx))
         results.append(self.check_config(ctx))
@@ -76,19 +78,36 @@ class LauncherProbe(BaseProbe):
                             "MASTER_PORT is 1-65535 (print them with `env | grep -E 'RANK|WORLD|MASTER|NNODES|NPROC'`).",
             )
         shape = f"node {info.node_rank}/{info.nnodes}" if info.nnodes else "node ?"
+        used = ", ".join(f"{label} {info.sources[f]}" for f, label in (
+            ("node_rank", "node rank from"), ("nnodes", "nodes from"), ("master_addr", "master from"),
+            ("master_port", "port from")) if f in info.sources)
         return self.ok(ctx, "variables",
                        f"{info.kind}: {shape}, {info.nproc_per_node or '?'} per node, world size {info.world_size or '?'}, "
-                       f"master {info.master_addr or '-'}:{info.master_port or '-'}",
-                       evidence=[("world size", info.world_size, None, "ranks")], data=data)
+                       f"master {info.master_addr or '-'}:{info.master_port or '-'}" + (f" ({used})" if used else ""),
+                       evidence=[("world size", info.world_size, None, "ranks")],
+                       data=data | {"sources": dict(info.sources)})
+
+    def check_twins(self, ctx: Context) -> Result:
+        """Two variables a launcher sets for one value (MASTER_ADDR / PET_MASTER_ADDR) disagree."""
+        info = ctx.launcher
+        return self.warn(
+            ctx, "twins", f"{info.launcher} variables disagree: " + "; ".join(info.warnings),
+            evidence=[("twin variables", w, "the same value", "") for w in info.warnings],
+            data={"warnings": list(info.warnings), "sources": dict(info.sources)}, runbook="launcher-variables",
+            remediation="Two names for one setting hold different values: processes that read the other name join "
+                        "a different rendezvous or count a different job. Set both to the same value in the pod "
+                        "spec / launch script.",
+        )
 
     def check_master_addr(self, ctx: Context) -> Result:
         info = ctx.launcher
         host = info.master_addr or ""
+        var = info.var("master_addr", "MASTER_ADDR")  # the variable the address came from
         addrs, err = resolve(host, ctx.deadline.bound(RESOLVE_TIMEOUT_S))
         if not addrs:
             return self.fail(
-                ctx, "master-addr", f"MASTER_ADDR={host!r} does not resolve: {err}",
-                evidence=[("MASTER_ADDR", host, "a resolvable host", "")], runbook="launcher-variables",
+                ctx, "master-addr", f"{var}={host!r} does not resolve: {err}",
+                evidence=[(var, host, "a resolvable host", "")], runbook="launcher-variables",
                 remediation=f"Use an address every node can resolve (`getent hosts {host}`); in Slurm: "
                             "MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1).",
             )
@@ -97,21 +116,23 @@ class LauncherProbe(BaseProbe):
             local = _local_addresses()
             if not set(addrs) & local and not any(a.startswith("127.") or a == "::1" for a in addrs):
                 return self.warn(
-                    ctx, "master-addr", f"this is node 0 but MASTER_ADDR={host} ({', '.join(addrs)}) is not one of its addresses",
-                    evidence=[("MASTER_ADDR", ", ".join(addrs), "an address of node 0", "")], data=data,
+                    ctx, "master-addr", f"this is node 0 but {var}={host} ({', '.join(addrs)}) is not one of its addresses",
+                    evidence=[(var, ", ".join(addrs), "an address of node 0", "")], data=data,
                     runbook="launcher-variables",
                     remediation="Node rank 0 hosts the rendezvous: set MASTER_ADDR to this node's address, or give "
                                 "NODE_RANK=0 to the node MASTER_ADDR names.",
                 )
-        return self.ok(ctx, "master-addr", f"MASTER_ADDR {host} resolves to {', '.join(addrs)}",
-                       evidence=[("MASTER_ADDR", ", ".join(addrs), None, "")], data=data)
+        return self.ok(ctx, "master-addr", f"{var} {host} resolves to {', '.join(addrs)}",
+                       evidence=[(var, ", ".join(addrs), None, "")], data=data)
 
     def check_config(self, ctx: Context) -> Result:
         info, cfg = ctx.launcher, ctx.config
         # only what the user wrote down: a default (master_port 29500) is nobody's plan
-        pairs = [(k, cfg.get("cluster", k), got, var) for k, got, var in (
-            ("nodes", info.nnodes, "NNODES"), ("nproc_per_node", info.nproc_per_node, "NPROC_PER_NODE"),
-            ("master_addr", info.master_addr, "MASTER_ADDR"), ("master_port", info.master_port, "MASTER_PORT"),
+        pairs = [(k, cfg.get("cluster", k), got, info.var(field, var)) for k, field, got, var in (
+            ("nodes", "nnodes", info.nnodes, "NNODES"),
+            ("nproc_per_node", "nproc_per_node", info.nproc_per_node, "NPROC_PER_NODE"),
+            ("master_addr", "master_addr", info.master_addr, "MASTER_ADDR"),
+            ("master_port", "master_port", info.master_port, "MASTER_PORT"),
         ) if cfg.is_set("cluster", k)]
         diffs = [(f"[cluster] {k} vs {var}", got, want, "") for k, want, got, var in pairs
                  if want is not None and got is not None and want != got]

@@ -97,7 +97,11 @@ def _expand_one(part: str) -> list[str]:
 def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nnodes: int | None = None,
                   node_rank: int | None = None, master_addr: str | None = None,
                   master_port: int | None = None, hosts: tuple[str, ...] = ()) -> World | None:
-    """The agent's World, or None when this is a single-node run (no cluster to coordinate)."""
+    """The agent's World, or None when this is a single-node run (no cluster to coordinate).
+
+    A multi-node job whose node count, node rank or rendezvous host is unknown is a one-line
+    :class:`RendezvousUnknown` naming the variables that would give it and those that were found.
+    """
     kind = launcher.kind
     n = nnodes or launcher.nnodes or config.get("cluster", "nodes")
     rank = node_rank if node_rank is not None else launcher.node_rank
@@ -105,31 +109,54 @@ def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nno
     if rank is None and kind in ("openmpi", "mpich", "pmix", "slurm") and launcher.rank is not None:
         per = launcher.local_world_size or 1
         rank = launcher.rank // per
-    if not n and kind == "kubernetes" and rank is not None:
-        raise RendezvousUnknown("this pod has a node index but the number of nodes is unknown: set NNODES "
-                                "(or PET_NNODES) in the pod spec")
+    rank_src = "--node-rank" if node_rank is not None else (
+        launcher.sources.get("node_rank") or f"{launcher.var('rank', 'RANK')} / processes per node")
+    if not n and kind in ("openmpi", "mpich", "pmix") and (launcher.world_size or 1) > 1:
+        raise RendezvousUnknown(
+            f"{_who(launcher)}: {launcher.var('world_size', 'WORLD_SIZE')}={launcher.world_size} ranks but the "
+            f"number of nodes is unknown (no processes-per-node variable): "
+            f"{_set(launcher, 'nnodes', 'NNODES', '--nnodes')}; {launcher.found_text()}")
+    if not n and rank is not None and (kind == "kubernetes" or rank > 0):
+        raise _unknown(launcher, "nnodes")(f"{_who(launcher)}: this node's index is known ({rank_src}={rank}) but the number "
+                                f"of nodes is unknown: {_set(launcher, 'nnodes', 'NNODES', '--nnodes')}; "
+                                f"{launcher.found_text()}")
     if not n or n <= 1:
         return None
+    n_src = "--nnodes" if nnodes else launcher.var("nnodes", "[cluster] nodes")
     if rank is None:
-        raise UsageError(f"{n} nodes expected but this node's rank is unknown: pass --node-rank or set NODE_RANK")
+        how = (launcher.spec.rank_hint if launcher.spec else "") or _set(launcher, "node_rank", "NODE_RANK",
+                                                                         "--node-rank")
+        raise _unknown(launcher, "node_rank")(f"{_who(launcher)}: {n} nodes expected ({n_src}={n}) but this node's index is "
+                                f"unknown: {how}; {launcher.found_text()}")
     if not 0 <= rank < n:
-        raise UsageError(f"--node-rank {rank} must be in 0..{n - 1} (--nnodes {n})")
+        raise UsageError(f"{rank_src}={rank} must be in 0..{n - 1} ({n_src}={n})")
     slurm_hosts: tuple[str, ...] = ()
     if kind == "slurm" and launcher.nodelist:
         slurm_hosts = tuple(expand_nodelist(launcher.nodelist))
     addr = master_addr or launcher.master_addr or config.get("cluster", "master_addr") or (
         slurm_hosts[0] if slurm_hosts else None)
     if not addr:
-        how = {"openmpi": "mpirun gives no rendezvous address: export MASTER_ADDR=<the first host> to every rank "
-                          "(mpirun -x MASTER_ADDR=HOST ...)",
-               "mpich": "mpiexec gives no rendezvous address: set MASTER_ADDR=<the first host> for every rank "
-                        "(mpiexec -genv MASTER_ADDR HOST ...)",
-               "pmix": "PMIx gives no rendezvous address: set MASTER_ADDR=<the first host> for every rank",
-               "kubernetes": "set MASTER_ADDR (or PET_MASTER_ADDR) to the first pod's service name"}.get(
-                   kind, "pass --master-addr or set MASTER_ADDR")
-        raise RendezvousUnknown(f"{n} nodes but the rendezvous host is unknown: {how}")
+        how = launcher.spec.addr_hint if launcher.spec else "pass --master-addr or set MASTER_ADDR"
+        raise RendezvousUnknown(f"{n} nodes but the rendezvous host is unknown: {how}; {launcher.found_text()}")
     port = master_port or launcher.master_port or config.get("cluster", "master_port")
     agent_store = kind == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
     return World(node_rank=rank, nnodes=n, master_addr=addr, master_port=int(port), launcher=kind,
                  agent_store=agent_store, hosts=tuple(hosts) or slurm_hosts,
                  is_agent=local_rank in (None, 0))
+
+
+def _unknown(launcher: LauncherInfo, field: str) -> type[UsageError]:
+    """A value no variable gives is a rendezvous that cannot be known; one whose variable is set
+    but malformed is a launcher problem the launcher probe reports on this node (a UsageError)."""
+    malformed = any(name in launcher.found for name in launcher.variables_for(field))
+    return UsageError if malformed else RendezvousUnknown
+
+
+def _who(launcher: LauncherInfo) -> str:
+    return launcher.launcher if launcher.kind != "none" else "no launcher"
+
+
+def _set(launcher: LauncherInfo, field: str, plain: str, flag: str) -> str:
+    """``set A or B (or pass --flag)``: the variables this launcher reads ``field`` from."""
+    names = launcher.variables_for(field) or (plain,)
+    return f"set {' or '.join(names)} (or pass {flag})"
