@@ -153,8 +153,7 @@ LAUNCHERS: tuple[Launcher, ...] = (
                 "node_rank": ("SLURM_NODEID",), "nproc_per_node": ("NPROC_PER_NODE",),
                 "master_addr": ("MASTER_ADDR",), "master_port": ("MASTER_PORT",),
                 "nodelist": _SLURM_NODELIST, "job_id": ("SLURM_JOB_ID", "SLURM_JOBID")},
-        twins=(("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), ("SLURM_NTASKS", "SLURM_NPROCS"),
-               ("SLURM_JOB_NODELIST", "SLURM_NODELIST")),
+        # (no twins: inside a step srun may set the older names to the step's values, not the job's)
         derive_nodes=True),
     Launcher(
         # the batch script or an salloc shell: the allocation is known, this process is no task of it

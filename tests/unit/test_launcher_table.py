@@ -116,8 +116,8 @@ TWINS = {
                   MASTER_PORT="29500"), "PET_MASTER_PORT=23456 but MASTER_PORT=29500", ("master_port", "PET_MASTER_PORT")),
     "nnodes": (dict(PJ, PET_NNODES="4", NNODES="2", PET_NODE_RANK="1", PET_MASTER_ADDR="m"),
                "PET_NNODES=4 but NNODES=2", ("nnodes", "PET_NNODES")),
-    "slurm-nnodes": (dict(SRUN, SLURM_JOB_NUM_NODES="3"), "SLURM_NNODES=2 but SLURM_JOB_NUM_NODES=3",
-                     ("nnodes", "SLURM_NNODES")),
+    "slurm-allocation-nnodes": ({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "2"},
+                                "SLURM_JOB_NUM_NODES=1 but SLURM_NNODES=2", ("nnodes", "SLURM_JOB_NUM_NODES")),
 }
 
 
