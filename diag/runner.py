@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from llmdiag.context import Context
+from llmdiag.errors import UsageError
 from llmdiag.probe import Probe, Requirement
 from llmdiag.registry import LoadError
 from llmdiag.result import NodeReport, Result, Status
@@ -41,6 +42,17 @@ def torch_status() -> tuple[bool, str]:
 
 
 _TORCH_STATUS: tuple[bool, str] | None = None
+
+
+def require_torch(what: str) -> None:
+    """A command that cannot run without torch (nccl-bench, train) stops with one line, exit 2,
+    before it starts workers that would each print an ImportError traceback."""
+    ok, why = torch_status()
+    if not ok:
+        import sys  # noqa: PLC0415
+
+        raise UsageError(f"{what} needs PyTorch, which does not import in {sys.executable}: {why}; install torch "
+                         "(a CUDA build on GPU nodes) or run llmdiag from the training job's Python environment")
 
 
 def gpu_status(ctx: Context) -> tuple[bool, str]:

@@ -100,6 +100,9 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     spec = build_spec(settings, pairwise=pairwise, inject_corruption=_corruption(inject_corruption))
     info = parse_launcher(env)
     from llmdiag.ncclbench.memcheck import check_fits
+    from llmdiag.runner import require_torch
+
+    require_torch("nccl-bench")
 
     gpus = launch.cuda_device_count()
     backend_used = launch.resolve_backend(spec.backend, gpus)

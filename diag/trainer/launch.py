@@ -130,6 +130,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    from llmdiag.errors import UsageError
+    from llmdiag.runner import require_torch
+
+    try:  # before any worker starts: one line, not an ImportError traceback per worker
+        require_torch("the trainer")
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        sys.exit(2)
     from llmdiag.trainer import inject
 
     try:
