@@ -1,18 +1,24 @@
-"""Clock skew against rank 0, NTP-style: offset = t_server - (t_send + t_recv) / 2.
+"""Clock skew: measured against rank 0 NTP-style, judged against the median of all nodes.
 
 Rank 0 serves its wall clock on an ephemeral TCP port (published in the store) to clients
 that present the run token. A client takes a few samples and keeps the one with the
-smallest round trip, whose error is at most half that round trip. Skewed clocks break
-timeouts, log correlation and certificate checks; they also make one node's log look like
-it stalled when it did not.
+smallest round trip, whose error is at most half that round trip: offset =
+(t_send + t_recv) / 2 - t_server. Rank 0 is only the reference the offsets are measured
+from, not the truth: :func:`judge` names the nodes far from the median of every node's
+offset (rank 0's own is 0), so a rank 0 whose clock is off is the node warned, not every
+healthy node. Skewed clocks break timeouts, log correlation and certificate checks; they
+also make one node's log look like it stalled when it did not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
+import statistics
 import struct
 import threading
 import time
+from collections.abc import Callable, Mapping
 
 _REQ = b"T"
 _FMT = "!d"
@@ -21,8 +27,9 @@ _FMT = "!d"
 class TimeServer:
     """Rank 0's clock service; ``close()`` stops it (also a context manager)."""
 
-    def __init__(self, token: str, host: str = "0.0.0.0"):
+    def __init__(self, token: str, host: str = "0.0.0.0", now: Callable[[], float] = time.time):
         self.token = token.encode()
+        self._now = now  # the clock served (a test serves a skewed one)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
@@ -49,7 +56,7 @@ class TimeServer:
             while not self._stop.is_set():
                 if conn.recv(1) != _REQ:
                     return
-                conn.sendall(struct.pack(_FMT, time.time()))
+                conn.sendall(struct.pack(_FMT, self._now()))
         except OSError:
             pass
         finally:
@@ -112,3 +119,31 @@ def measure(host: str, port: int, token: str, *, samples: int = 5, timeout: floa
     finally:
         conn.close()
     return {"skew_ms": round(best[1] * 1000, 3), "rtt_ms": round(best[0] * 1000, 3), "samples": samples}
+
+
+@dataclasses.dataclass(frozen=True)
+class SkewVerdict:
+    """How far each node's clock is from the cluster's: ``off`` lists (node, offset from the
+    centre in ms), largest first; ``split`` says no majority of nodes agrees on the time (two
+    nodes, or two camps), so which clock is wrong cannot be told and ``off`` holds them all."""
+
+    centre_ms: float
+    off: tuple[tuple[str, float], ...]
+    split: bool = False
+
+    def offset(self, skew_ms: float) -> float:
+        return skew_ms - self.centre_ms
+
+
+def judge(skews: Mapping[str, float], limit_ms: float) -> SkewVerdict:
+    """Judge each node's offset from rank 0 (``skews``: node → ms, rank 0's is 0) against the
+    median of all of them: a node more than ``limit_ms`` from it is off. The median is the
+    robust centre: up to half the nodes (rank 0 among them) may be wrong without moving it."""
+    if not skews:
+        return SkewVerdict(0.0, ())
+    centre = statistics.median(skews.values())
+    off = sorted(((n, v - centre) for n, v in skews.items() if abs(v - centre) > limit_ms), key=lambda nv: -abs(nv[1]))
+    if len(skews) == 2 and not off and max(skews.values()) - min(skews.values()) > limit_ms:
+        off = [(n, v - centre) for n, v in skews.items()]  # two nodes apart by more than the limit
+    split = bool(off) and 2 * len(off) >= len(skews)
+    return SkewVerdict(centre, tuple(off), split)

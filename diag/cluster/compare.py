@@ -114,8 +114,3 @@ def diff_facts(facts: Mapping[str, Mapping[str, Any]], specs: Sequence[FactSpec]
         if rest:
             out.append(Diff(spec, top, tuple(top_nodes), tuple((v, tuple(n)) for v, n in rest)))
     return out
-
-
-def numeric_outliers(values: Mapping[str, float], reference: float, limit: float) -> list[tuple[str, float]]:
-    """Nodes whose value differs from ``reference`` by more than ``limit`` (clock skew)."""
-    return sorted(((n, v) for n, v in values.items() if abs(v - reference) > limit), key=lambda nv: -abs(nv[1]))

@@ -9,10 +9,11 @@ the node they blame; ``sections`` carries the structured parts renderers show as
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llmdiag.cluster import compare, facts, reach
+from llmdiag.cluster import clock, compare, facts, reach
 from llmdiag.cluster.compare import node_list
 from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
@@ -137,26 +138,43 @@ def _consistency(by_name, order, results) -> list[dict]:
 
 
 def _clock(by_name, order, warn_ms, results) -> dict[str, Any]:
+    """Skew judged against the median of every node's offset (clock.judge), not against rank 0."""
     table = {}
     for name in order:
         n = by_name.get(name)
         c = ((n.meta or {}).get("clock") if n else None) or {}
         if c:
             table[name] = c
-    skews = {n: c["skew_ms"] for n, c in table.items() if "skew_ms" in c}
-    bad = compare.numeric_outliers(skews, 0.0, warn_ms)
-    for name, skew in bad:
-        rtt = table[name].get("rtt_ms")
-        results.append(_res("clock-skew", name, "warn",
-                            f"{name}'s clock is {abs(skew):.0f} ms {'ahead of' if skew > 0 else 'behind'} rank 0's "
-                            f"(±{(rtt or 0) / 2:.1f} ms)", evidence=[("skew", round(skew, 1), f"within ±{warn_ms:g}", "ms")],
-                            remediation="Enable time sync on every node: timedatectl; chronyc tracking (or ntpq -p).",
-                            runbook="cluster-clock-skew"))
-    if skews and not bad:
-        worst = max(abs(v) for v in skews.values())
+    skews = {n: float(c["skew_ms"]) for n, c in table.items() if isinstance(c.get("skew_ms"), (int, float))}
+    verdict = clock.judge(skews, warn_ms)
+    rtts = [float(c.get("rtt_ms") or 0.0) for n, c in table.items() if n in skews and not c.get("reference")]
+    centre_err = statistics.median(rtts) / 2 if rtts else 0.0  # the median is read through those round trips
+    fix = "Enable time sync on every node: timedatectl; chronyc tracking (or ntpq -p)."
+
+    def err(name: str) -> float:
+        return float(table[name].get("rtt_ms") or 0.0) / 2 + centre_err
+
+    if verdict.split:
+        names = [n for n, _ in verdict.off]
+        spread = max(skews[n] for n in names) - min(skews[n] for n in names)
+        results.append(_res("clock-skew", node_list(names), "warn",
+                            f"clocks of {node_list(names)} are up to {spread:.0f} ms apart and no majority of the "
+                            f"{len(skews)} nodes agrees on the time: which clock is wrong cannot be told from here",
+                            evidence=[(f"{n} clock vs rank 0's", round(skews[n], 1), f"within ±{warn_ms:g}", "ms")
+                                      for n in names][:20], remediation=fix, runbook="cluster-clock-skew"))
+    else:
+        for name, off in verdict.off:
+            results.append(_res("clock-skew", name, "warn",
+                                f"{name}'s clock is {abs(off):.0f} ms {'ahead of' if off > 0 else 'behind'} the "
+                                f"median of the {len(skews)} nodes' clocks (±{err(name):.1f} ms)",
+                                evidence=[("offset from the median", round(off, 1), f"within ±{warn_ms:g}", "ms")],
+                                remediation=fix, runbook="cluster-clock-skew"))
+    if skews and not verdict.off:
+        worst = max(abs(verdict.offset(v)) for v in skews.values())
         results.append(_res("clock-skew", "cluster", "pass",
-                            f"clocks within {worst:.1f} ms of rank 0 on {len(skews)} nodes (limit ±{warn_ms:g} ms)"))
-    return {"warn_ms": warn_ms, "nodes": table}
+                            f"clocks within {worst:.1f} ms of the median on {len(skews)} nodes (limit ±{warn_ms:g} ms)"))
+    return {"warn_ms": warn_ms, "centre_ms": round(verdict.centre_ms, 3), "nodes": {
+        n: dict(c, offset_ms=round(verdict.offset(skews[n]), 3)) if n in skews else c for n, c in table.items()}}
 
 
 def _shared_fs(by_name, order, results) -> dict[str, Any]:

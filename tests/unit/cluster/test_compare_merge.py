@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-from llmdiag.cluster import compare
 from llmdiag.cluster.compare import FactSpec, diff_facts, majority, node_list
 from llmdiag.cluster.gather import read_node_files, write_node_file
 from llmdiag.cluster.merge import build_report
@@ -40,10 +39,6 @@ def test_not_collected_is_left_out_but_none_takes_part():
 def test_node_list_is_short_at_scale():
     assert node_list(["a", "b"]) == "a, b"
     assert node_list([f"n{i}" for i in range(100)]) == "n0, n1, n2, n3, n4 and 95 more"
-
-
-def test_numeric_outliers():
-    assert compare.numeric_outliers({"a": 5.0, "b": -300.0, "c": 150.0}, 0.0, 100.0) == [("b", -300.0), ("c", 150.0)]
 
 
 def _node(rank, *, torch="2.5.1", mtu=1500, env=None, matrix=None, clock=None, paths=None, name=None):
