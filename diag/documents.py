@@ -133,6 +133,8 @@ class ClusterDoc(Header):
     results: list[Check] = dataclasses.field(metadata=_doc("every check, node scope then cluster scope"))
     created_at: float | None = None
     strict: bool = False
+    duration_s: float | None = dataclasses.field(default=None, metadata=_doc(
+        "seconds the run took on rank 0's monotonic clock (never wall clocks of different nodes)"))
     sections: dict[str, Any] = dataclasses.field(
         default_factory=dict, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
 

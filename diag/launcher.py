@@ -388,6 +388,9 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
     return LauncherInfo(
         kind=spec.kind, launcher=spec.name, master_addr=master_addr, master_port=get("master_port"),
         world_size=world, rank=rank, local_rank=local_rank, local_world_size=local_world, nnodes=nnodes,
-        node_rank=node_rank, nproc_per_node=nproc, job_id=get("job_id"), nodelist=get("nodelist"),
+        node_rank=node_rank, nproc_per_node=nproc, job_id=get("job_id"),
+        # Slurm's node list belongs to the allocation, whichever launcher runs inside it (torchrun or
+        # mpirun under srun): it names the hosts, and so the nodes that never reported.
+        nodelist=get("nodelist") or next((env[n].strip() for n in _SLURM_NODELIST if _first(env, n)), None),
         problems=tuple(problems), sources=sources, found=found, warnings=tuple(warnings),
     )

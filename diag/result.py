@@ -221,6 +221,8 @@ class ClusterReport:
     reachability); their ``node`` is the node they blame or ``"cluster"``.
     ``missing_nodes`` names expected nodes that never reported. ``sections`` carries
     structured extras for renderers (consistency diffs, port matrix, bandwidth tables).
+    ``duration_s`` is the run's length on one monotonic clock (rank 0's, or the one node's):
+    never a difference of wall clocks of different nodes, which may be skewed.
     """
 
     command: str
@@ -230,6 +232,7 @@ class ClusterReport:
     sections: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     created_at: float = dataclasses.field(default_factory=time.time)
     strict: bool = False
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -265,6 +268,7 @@ class ClusterReport:
             "status": self.status.value,
             "created_at": self.created_at,
             "strict": self.strict,
+            "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
             "counts": self.counts(),
             "nodes": [
                 {k: v for k, v in n.to_dict().items() if k != "results"} for n in self.nodes
@@ -307,6 +311,7 @@ class ClusterReport:
             sections=dict(d.get("sections") or {}),
             created_at=d.get("created_at") or time.time(),
             strict=bool(d.get("strict", False)),
+            duration_s=d.get("duration_s") if isinstance(d.get("duration_s"), (int, float)) else None,
         )
 
 

@@ -45,10 +45,14 @@ def summary_line(doc: Mapping[str, Any]) -> str:
 
 
 def _duration(doc: Mapping[str, Any]) -> float | None:
-    starts = [n.get("started_at") for n in doc.get("nodes", []) if n.get("started_at")]
-    ends = [n.get("finished_at") for n in doc.get("nodes", []) if n.get("finished_at")]
-    if starts and ends:
-        return max(ends) - min(starts)
+    """The run's length on one clock (``duration_s``: rank 0's monotonic clock). A saved report
+    from before it existed: the one node's own wall clock; never the wall clocks of several
+    nodes subtracted, which a skewed node would stretch to minutes."""
+    if isinstance(doc.get("duration_s"), (int, float)):
+        return float(doc["duration_s"])
+    nodes = doc.get("nodes") or []
+    if len(nodes) == 1 and nodes[0].get("started_at") and nodes[0].get("finished_at"):
+        return nodes[0]["finished_at"] - nodes[0]["started_at"]
     return None
 
 

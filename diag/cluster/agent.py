@@ -462,12 +462,9 @@ class Agent:
     # -- the end -------------------------------------------------------------------------
     def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:
         results = list(node_report.results) + group_results + self.results
-        self.meta.setdefault("facts", {}).update({
-            "probes": facts.probe_facts([r.to_dict() for r in results]),
-            "env": facts.relevant_env(self.ctx.env),
-            "network": {k: iface.get(k) for k in ("interface", "address", "mtu")},
-        })
+        self.meta.setdefault("facts", {}).update(facts.node_facts([r.to_dict() for r in results], self.ctx.env, iface))
         self.meta["timings"] = self.timings
+        self.meta["elapsed_s"] = round(time.monotonic() - self.start, 3)  # this node's run, on its monotonic clock
         nr = NodeReport(node=self.ctx.node, node_rank=self.world.node_rank, results=tuple(results),
                         started_at=node_report.started_at, finished_at=time.time(), meta=self.meta)
         doc = nr.to_dict()
@@ -481,7 +478,8 @@ class Agent:
         if s is None or self.roster is None:
             if self.world.is_root:  # rank 0 without a store: a report of itself and nothing else
                 outcome.cluster = merge.build_report([doc], nnodes=self.world.nnodes, hosts=self.world.hosts,
-                                                     lost={}, skew_warn_ms=self.opts.skew_warn_ms, strict=self.opts.strict)
+                                                     lost={}, skew_warn_ms=self.opts.skew_warn_ms, strict=self.opts.strict,
+                                                     duration_s=time.monotonic() - self.start)
             return outcome
         t0 = time.monotonic()
         try:
@@ -499,6 +497,6 @@ class Agent:
             lost.setdefault(r, "never joined the rendezvous")
         outcome.cluster = merge.build_report([doc] + [docs[r] for r in sorted(docs)], nnodes=self.world.nnodes,
                                              lost=lost, hosts=self.world.hosts, skew_warn_ms=self.opts.skew_warn_ms,
-                                             strict=self.opts.strict)
+                                             strict=self.opts.strict, duration_s=time.monotonic() - self.start)
         self.mark("aggregate", t0)
         return outcome

@@ -10,8 +10,10 @@ started, the report is built from what is known: every node missing, with the ss
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+import time
 from collections.abc import Sequence
 
 from llmdiag.cluster import merge, ssh
@@ -69,6 +71,7 @@ def run_hostfile(entries: Sequence[HostEntry], *, master_addr: str | None, maste
                  remote_command: str, ssh_config: str | None, connect_timeout: int, passthrough: Sequence[str],
                  skew_warn_ms: float, strict: bool, log=lambda s: None, window: int = ssh.DEFAULT_WINDOW) -> ClusterReport:
     addr = master_addr or entries[0].host
+    started = time.monotonic()
     launches = ssh.fan_out(
         entries, lambda r: remote_argv(remote_command, r, entries, master_addr=addr, master_port=master_port,
                                        timeout_s=timeout_s, passthrough=passthrough),
@@ -91,7 +94,8 @@ def run_hostfile(entries: Sequence[HostEntry], *, master_addr: str | None, maste
         if not root.ssh_failed:
             lost.setdefault(0, "rank 0's agent printed no report: " + (root.reason() if root.stderr else "no output"))
         return merge.build_report([], nnodes=len(entries), lost=lost, hosts=hosts, skew_warn_ms=skew_warn_ms,
-                                  extra_results=ssh_results, extra_sections={"ssh": section}, strict=strict)
+                                  extra_results=ssh_results, extra_sections={"ssh": section}, strict=strict,
+                                  duration_s=time.monotonic() - started)
     report = ClusterReport.from_dict(doc)
     ssh_failed = {la.rank: la for la in launches if la.ssh_failed}
     results = list(report.cluster_results)
@@ -103,6 +107,4 @@ def run_hostfile(entries: Sequence[HostEntry], *, master_addr: str | None, maste
                     results[i] = r.replace(summary=f"{r.node} is missing: ssh failed ({la.reason()})",
                                            runbook="cluster-ssh-failed")
     sections = dict(report.sections, ssh=section)
-    return ClusterReport(command=report.command, nodes=report.nodes, cluster_results=tuple(ssh_results + results),
-                         missing_nodes=report.missing_nodes, sections=sections, created_at=report.created_at,
-                         strict=strict)
+    return dataclasses.replace(report, cluster_results=tuple(ssh_results + results), sections=sections, strict=strict)

@@ -106,6 +106,15 @@ def probe_facts(results: list[Mapping[str, Any]]) -> dict[str, Any]:
     return soft | gpu
 
 
+def node_facts(results: list[Mapping[str, Any]], env: Mapping[str, str],
+               iface: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A node report's ``meta["facts"]`` (less the cluster stages' ``paths``): what merge compares."""
+    out: dict[str, Any] = {"probes": probe_facts(results), "env": relevant_env(env)}
+    if iface is not None:
+        out["network"] = {k: iface.get(k) for k in ("interface", "address", "mtu")}
+    return out
+
+
 def flatten(facts: Mapping[str, Any]) -> dict[str, Any]:
     """A node's ``meta["facts"]`` → the flat key → value mapping :mod:`compare` works on."""
     flat = dict(facts.get("probes") or {})

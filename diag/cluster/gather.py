@@ -5,8 +5,11 @@ reports of every joined node until its deadline, giving up early on a node whose
 stopped (it *died*); a node that is still beating but never delivered is *hung*.
 
 ``--node-report-dir`` makes every node also write its report to ``DIR/node-<rank>.json``
-(atomically: a temporary file in the same directory, then ``os.replace``), so that when the
-network is the fault ``llmdiag report merge DIR`` can still build the cluster report.
+(``DIR/node-<host>.json`` outside cluster mode; atomically: a temporary file in the same
+directory, then ``os.replace``), so that when the network is the fault ``llmdiag report merge
+DIR`` can still build the cluster report. Merge reads ``DIR/*.json`` and ``node-*.json`` in
+the directories below (one per pod in the Kubernetes recipe); of two reports of one node rank
+the newer is used and the older named.
 """
 
 from __future__ import annotations
@@ -118,21 +121,54 @@ def _malformed(doc: dict) -> str | None:
     return None
 
 
+def node_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """``DIR/*.json``, and ``node-*.json`` in every directory below (per-pod directories), sorted;
+    symlinked directories are not followed (a loop, or someone else's tree)."""
+    top = Path(directory)
+    out = [p for p in top.glob("*.json") if p.is_file()]
+    for root, dirs, files in os.walk(top, followlinks=False):
+        dirs.sort()
+        if Path(root) != top:
+            out += [Path(root) / f for f in sorted(files) if f.startswith("node-") and f.endswith(".json")]
+    return sorted(out)
+
+
 def read_node_files(directory: str | os.PathLike[str]) -> tuple[list[dict], list[str]]:
-    """(node report docs, problems) from ``DIR/*.json``; unreadable files are problems, not errors."""
-    docs, problems = [], []
-    for p in sorted(Path(directory).glob("*.json")):
+    """(node report docs, problems) from :func:`node_files`; unreadable files are problems, not errors."""
+    top = Path(directory)
+    docs: list[tuple[str, dict]] = []
+    problems: list[str] = []
+    for p in node_files(top):
+        name = str(p.relative_to(top))
         try:
             doc = json.loads(p.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            problems.append(f"{p.name}: not readable JSON ({exc})")
+            problems.append(f"{name}: not readable JSON ({exc})")
             continue
         if not isinstance(doc, dict) or "results" not in doc or "node" not in doc:
-            problems.append(f"{p.name}: not an llmdiag node report")
+            problems.append(f"{name}: not an llmdiag node report")
             continue
         why = _malformed(doc)
         if why:
-            problems.append(f"{p.name}: not an llmdiag node report ({why})")
+            problems.append(f"{name}: not an llmdiag node report ({why})")
             continue
-        docs.append(doc)
-    return docs, problems
+        docs.append((name, doc))
+    return _newest_per_rank(docs, problems), problems
+
+
+def _newest_per_rank(docs: list[tuple[str, dict]], problems: list[str]) -> list[dict]:
+    """One report per node rank: a pod restarted under a new name leaves two; the newer counts."""
+    by_rank: dict[int, list[tuple[str, dict]]] = {}
+    out: list[dict] = []
+    for name, doc in docs:
+        if isinstance(doc.get("node_rank"), int):
+            by_rank.setdefault(doc["node_rank"], []).append((name, doc))
+        else:
+            out.append(doc)
+    for rank, group in sorted(by_rank.items()):
+        group.sort(key=lambda nd: float(nd[1].get("finished_at") or nd[1].get("started_at") or 0.0), reverse=True)
+        (keep, doc), older = group[0], group[1:]
+        out.append(doc)
+        for name, _ in older:
+            problems.append(f"{name}: an older report of node rank {rank} ({keep} is newer and is used)")
+    return out

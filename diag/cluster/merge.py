@@ -15,6 +15,7 @@ from typing import Any
 
 from llmdiag.cluster import clock, compare, facts, reach
 from llmdiag.cluster.compare import node_list
+from llmdiag.cluster.world import expected_name
 from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
 
 PROBLEM_ROWS_MAX = 1000  # the report lists at most this many failed connections (counts stay exact)
@@ -46,11 +47,14 @@ def build_report(docs: Sequence[Mapping[str, Any]], *, nnodes: int | None = None
                  lost: Mapping[int, str] | None = None, hosts: Sequence[str] = (),
                  skew_warn_ms: float = 100.0, extra_results: Sequence[Result] = (),
                  extra_sections: Mapping[str, Any] | None = None, command: str = "preflight",
-                 strict: bool = False) -> ClusterReport:
+                 strict: bool = False, duration_s: float | None = None) -> ClusterReport:
     """Aggregate node report dicts (``NodeReport.to_dict()`` with cluster ``meta``).
 
     ``lost`` holds what rank 0 knows about nodes without a report: rank → "never joined ...",
     "died: ...", "hung: ...". ``hosts`` names expected nodes by rank (hostfile, Slurm).
+    ``duration_s`` is the run's length on rank 0's monotonic clock; by default (``report
+    merge``) rank 0's node report's own ``meta.elapsed_s``, else none: wall clocks of different
+    nodes are never subtracted.
     """
     docs = sorted(docs, key=lambda d: (d.get("node_rank") is None, d.get("node_rank") or 0))
     names = unique_names(docs)
@@ -81,24 +85,59 @@ def build_report(docs: Sequence[Mapping[str, Any]], *, nnodes: int | None = None
     sections["port_matrix"] = _port_matrix(by_name, names, results)
     nodes = _proven_shared(nodes, sections["shared_fs"])
     sections.update(extra_sections or {})
+    if duration_s is None:
+        duration_s = run_elapsed(docs)
     return ClusterReport(command=command, nodes=tuple(nodes), cluster_results=tuple(results),
-                         missing_nodes=tuple(missing_names), sections=sections, strict=strict)
+                         missing_nodes=tuple(missing_names), sections=sections, strict=strict, duration_s=duration_s)
 
 
-def _expected(rank: int, hosts: Sequence[str]) -> str:
-    return f"node rank {rank} ({hosts[rank]})" if rank < len(hosts) else f"node rank {rank}"
+def run_elapsed(docs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The run's length from the node reports: rank 0's own monotonic ``meta.elapsed_s``, or the
+    one node's when there is only one (one clock either way); None otherwise."""
+    root = [d for d in docs if d.get("node_rank") == 0] or (list(docs) if len(docs) == 1 else [])
+    value = ((root[0].get("meta") or {}).get("elapsed_s") if root else None)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _short(host: str) -> str:
+    return host.rpartition("@")[2].split(".")[0].lower()
+
+
+def _missing_hosts(missing: Sequence[int], names: Mapping[int, str], hosts: Sequence[str]) -> dict[int, str]:
+    """rank → the host a missing node has, from the node list (hostfile, Slurm) by rank.
+
+    The list's order is the ranks' only where the launcher assigned ranks in list order (a
+    hostfile, srun); torchrun's dynamic rendezvous does not. When a reporting node's name sits
+    at another rank's place in the list, the hosts no node reported from are the missing ones
+    (one host: that one; more: "one of ...")."""
+    if not hosts or not missing:
+        return {}
+    listed = [_short(h) for h in hosts]
+    seen = {r: _short(n.split("#")[0]) for r, n in names.items()}
+    misplaced = any(s in listed and (r >= len(listed) or listed[r] != s) for r, s in seen.items())
+    if not misplaced:
+        return {r: hosts[r] for r in missing if r < len(hosts)}
+    unreported = [h for h, s in zip(hosts, listed) if s not in set(seen.values())]
+    if not unreported:
+        return {}
+    if len(unreported) == 1 and len(missing) == 1:
+        return {missing[0]: unreported[0]}
+    some = ", ".join(unreported[:5]) + (f" and {len(unreported) - 5} more" if len(unreported) > 5 else "")
+    return {r: f"one of {some}" for r in missing}
 
 
 def _missing(nnodes, names, lost, hosts, results) -> tuple[list[str], list[dict]]:
     out, rows = [], []
-    for r in range(nnodes):
-        if r in names:
-            continue
-        label = _expected(r, hosts)
+    absent = [r for r in range(nnodes) if r not in names]
+    host_of = _missing_hosts(absent, names, hosts)
+    for r in absent:
+        label = expected_name(r, host=host_of.get(r))
         why = lost.get(r) or "no node report (it never joined, or its file is missing)"
         state = "died" if why.startswith("died") else "hung" if why.startswith("hung") else "missing"
         out.append(label)
-        rows.append({"node_rank": r, "name": label, "node": label, "state": state, "detail": why})
+        host = host_of.get(r)
+        rows.append({"node_rank": r, "name": label, "node": label, "state": state, "detail": why,
+                     "host": None if host is None or host.startswith("one of") else host})
         if state == "missing":
             results.append(_res("node-missing", label, "fail", f"{label} is missing: {why}", runbook="cluster-node-missing",
                                 evidence=[("node report", None, "received", "")],

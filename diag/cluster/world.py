@@ -42,13 +42,17 @@ class World:
 
     def expected_name(self, node_rank: int) -> str:
         """How a missing node is named: its hostfile/Slurm host when known, else its rank."""
-        if 0 <= node_rank < len(self.hosts):
-            return f"node rank {node_rank} ({self.hosts[node_rank]})"
-        return f"node rank {node_rank}"
+        return expected_name(node_rank, self.hosts)
 
     def to_dict(self) -> dict:
         return {"node_rank": self.node_rank, "nnodes": self.nnodes, "master_addr": self.master_addr,
                 "master_port": self.master_port, "launcher": self.launcher, "hosts": list(self.hosts)}
+
+
+def expected_name(node_rank: int, hosts: tuple[str, ...] | list[str] = (), host: str | None = None) -> str:
+    """``node rank 2 (gpu03)``: a node known only by its place, with its host when known."""
+    host = host or (hosts[node_rank] if 0 <= node_rank < len(hosts) else None)
+    return f"node rank {node_rank} ({host})" if host else f"node rank {node_rank}"
 
 
 _BRACKET = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
@@ -131,17 +135,24 @@ def resolve_world(launcher: LauncherInfo, env: Mapping[str, str], config, *, nno
     if not 0 <= rank < n:
         raise UsageError(f"{rank_src}={rank} must be in 0..{n - 1} ({n_src}={n})")
     slurm_hosts: tuple[str, ...] = ()
-    if kind == "slurm" and launcher.nodelist:
-        slurm_hosts = tuple(expand_nodelist(launcher.nodelist))
+    if launcher.nodelist:
+        try:
+            slurm_hosts = tuple(expand_nodelist(launcher.nodelist))
+        except UsageError:
+            if kind == "slurm":
+                raise
+            slurm_hosts = ()  # another launcher inside an allocation: the list only names hosts
     addr = master_addr or launcher.master_addr or config.get("cluster", "master_addr") or (
-        slurm_hosts[0] if slurm_hosts else None)
+        slurm_hosts[0] if slurm_hosts and kind == "slurm" else None)
     if not addr:
         how = launcher.spec.addr_hint if launcher.spec else "pass --master-addr or set MASTER_ADDR"
         raise RendezvousUnknown(f"{n} nodes but the rendezvous host is unknown: {how}; {launcher.found_text()}")
     port = master_port or launcher.master_port or config.get("cluster", "master_port")
     agent_store = kind == "torchrun" and str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true"
     return World(node_rank=rank, nnodes=n, master_addr=addr, master_port=int(port), launcher=kind,
-                 agent_store=agent_store, hosts=tuple(hosts) or slurm_hosts,
+                 agent_store=agent_store,
+                 # a list of another length (an allocation larger than the job) cannot name nodes by rank
+                 hosts=tuple(hosts) or (slurm_hosts if len(slurm_hosts) == n else ()),
                  is_agent=local_rank in (None, 0))
 
 

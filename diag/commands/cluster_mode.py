@@ -55,6 +55,23 @@ def with_baseline(report: ClusterReport, save_dir: str | None, baseline: dict | 
     return report
 
 
+def save_node_report(directory: str, node_report: NodeReport, env, elapsed_s: float, master_addr: str | None) -> None:
+    """``--node-report-dir`` outside cluster mode: this node's report as ``DIR/node-<host>.json``
+    with the facts ``report merge`` compares, so nodes checked one by one still merge into a
+    cluster report (a failure to write is said, the checks' exit code stands)."""
+    from llmdiag.cluster import facts, gather
+
+    results = [r.to_dict() for r in node_report.results]
+    iface = facts.job_interface(master_addr) if master_addr else None
+    meta = dict(node_report.meta, facts=facts.node_facts(results, env, iface), elapsed_s=round(elapsed_s, 3))
+    doc = dataclasses.replace(node_report, meta=meta).to_dict()
+    try:
+        path = gather.write_node_file(directory, doc)
+        print(f"llmdiag: node report written to {path}", file=sys.stderr, flush=True)
+    except OSError as exc:
+        print(f"llmdiag: could not write the node report to {directory}: {exc}", file=sys.stderr, flush=True)
+
+
 def drain_if_failed(results, strict: bool, env) -> None:
     """``--slurm-drain``: drain this node when one of its own checks failed (the reason says which)."""
     from llmdiag.cluster import slurm
@@ -90,7 +107,10 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
     if outcome.cluster is not None:
         report = with_baseline(outcome.cluster, save_baseline, baseline)
     else:
-        report = ClusterReport(command="preflight", nodes=(NodeReport.from_dict(outcome.node_doc),), strict=strict)
+        from llmdiag.cluster.merge import run_elapsed
+
+        report = ClusterReport(command="preflight", nodes=(NodeReport.from_dict(outcome.node_doc),), strict=strict,
+                               duration_s=run_elapsed([outcome.node_doc]))
         if outcome.sent:
             log(f"node report sent to rank 0; this node: {report.status.value}")
         else:

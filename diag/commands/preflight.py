@@ -139,6 +139,7 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     Exit code 0 when nothing failed (warnings too with --strict), 1 when a check failed.
     """
     import os
+    import time
 
     from llmdiag.config import Config
     from llmdiag.context import Context
@@ -217,12 +218,19 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
                               no_color=no_color, save_baseline=save_baseline, baseline=baseline,
                               slurm_drain=slurm_drain)
     progress, stop = _progress_printer()
+    started = time.monotonic()
     try:
         node_report = run_probes(probes, ctx, load_errors=load_errors, progress=progress)
     finally:
         stop()
         ctx.cleanup.run()
-    report = ClusterReport(command="preflight", nodes=(node_report,), strict=strict)
+    elapsed = time.monotonic() - started
+    if config.get("cluster", "node_report_dir"):
+        from llmdiag.commands.cluster_mode import save_node_report
+
+        save_node_report(config.get("cluster", "node_report_dir"), node_report, env, elapsed,
+                         master_addr or ctx.launcher.master_addr)
+    report = ClusterReport(command="preflight", nodes=(node_report,), strict=strict, duration_s=elapsed)
     if save_baseline or baseline is not None:
         from llmdiag.commands.cluster_mode import with_baseline
 

@@ -28,7 +28,8 @@ def report():
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @output_options()
 def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
-    """Build the cluster report from DIR/node-*.json (written by preflight --node-report-dir).
+    """Build the cluster report from DIR/node-*.json (written by preflight --node-report-dir),
+    including node-*.json in the directories below DIR (one per pod).
 
     Exit code 0 when nothing failed, 1 when a check failed or a node is missing, 2 when DIR
     holds no node report.
@@ -36,7 +37,7 @@ def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
     import os
     from pathlib import Path
 
-    from llmdiag.cluster.gather import read_node_files
+    from llmdiag.cluster.gather import node_files, read_node_files
     from llmdiag.cluster.merge import build_report
     from llmdiag.config import Config
     from llmdiag.errors import UsageError
@@ -45,19 +46,19 @@ def merge(directory, config_path, nnodes, strict, fmt, output, width, no_color):
     if not Path(directory).is_dir():
         raise UsageError(f"{directory} is not a directory")
     env = dict(os.environ)
-    guard_outputs([("-o", output)], [("node report", str(p)) for p in Path(directory).glob("*.json")],
-                  config_path=config_path, env=env)
+    inputs = [str(p) for p in node_files(directory)]
+    guard_outputs([("-o", output)], [("node report", p) for p in inputs], config_path=config_path, env=env)
     config = Config.load(config_path, env)
     docs, problems = read_node_files(directory)
     if not docs:
         detail = f" ({'; '.join(problems[:3])})" if problems else ""
-        raise UsageError(f"no node report files (node-*.json) in {directory}{detail}")
+        raise UsageError(f"no node report files (node-*.json) in {directory} or the directories below it{detail}")
     extra = [Result(probe="report-merge", check="file", node="cluster", status=Status.WARN, summary=p,
                     remediation="Remove or re-create the file: rerun preflight with --node-report-dir on that node.",
                     runbook="probe-error") for p in problems]
     rep = build_report(docs, nnodes=nnodes, skew_warn_ms=float(config.get("thresholds", "clock_skew_warn_ms")),
                        extra_results=extra, command="report merge", strict=strict)
-    emit_doc(rep.to_dict(), fmt, output, width, no_color, env=env, protect=[str(p) for p in Path(directory).glob("*.json")])
+    emit_doc(rep.to_dict(), fmt, output, width, no_color, env=env, protect=inputs)
     st = rep.status
     if st is Status.FAIL or (strict and st is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)

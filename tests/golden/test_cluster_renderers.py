@@ -44,7 +44,7 @@ def fixed_report() -> dict:
                          summary="node-1: torch 2.4.0+cu121, 1 other node: 2.5.1+cu124",
                          remediation="Install the same torch on every node.", runbook="probe-error")
     return ClusterReport(command="preflight", nodes=(n1, n2), cluster_results=(consistency,),
-                         missing_nodes=("node-2",), created_at=1003.0).to_dict()
+                         missing_nodes=("node-2",), created_at=1003.0, duration_s=2.5).to_dict()
 
 
 @pytest.mark.parametrize("fmt, name", [("terminal", "cluster.txt"), ("markdown", "cluster.md")])
