@@ -3,6 +3,10 @@
 A probe has a ``name`` (lowercase, ``[a-z][a-z0-9_-]*``), a one-line ``description``, the set of
 things it ``requires`` (see :class:`Requirement`), an optional ``config_section`` it reads, a
 ``timeout_s`` and a ``run(ctx)`` method returning an iterable of :class:`llmdiag.result.Result`.
+Optionally ``group = True``: the probe runs collectives in the cluster's process group
+(``ctx.services["process_group"]``) when there is one, so the cluster agent runs it once the
+group has formed, one group probe at a time on every node; without a group it runs alone
+(see :func:`llmdiag.registry.is_group_probe`).
 
 Rules the runner enforces (so one broken plugin never breaks a run):
 - a probe that raises becomes a ``fail`` result naming the exception;
@@ -67,6 +71,7 @@ class BaseProbe:
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     config_section: ClassVar[str | None] = None
     timeout_s: ClassVar[float] = 30.0
+    group: ClassVar[bool] = False  # runs its collectives across the nodes in cluster mode
 
     def run(self, ctx: Context) -> Iterable[Result]:  # pragma: no cover - abstract
         raise NotImplementedError

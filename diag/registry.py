@@ -74,11 +74,24 @@ def validate(obj: Any, source: str) -> Probe:
         raise bad("config_section must be a string or None")
     if not isinstance(obj.timeout_s, (int, float)) or not 0 < obj.timeout_s <= 3600:
         raise bad(f"timeout_s must be a number in (0, 3600], got {obj.timeout_s!r}")
+    if not isinstance(getattr(obj, "group", False), bool):
+        raise bad(f"group must be true or false, got {obj.group!r}")
     if not callable(obj.run):
         raise bad("run must be callable")
     if not isinstance(obj, Probe):
         raise bad("does not satisfy the Probe protocol")
     return obj
+
+
+def is_group_probe(probe: Probe) -> bool:
+    """Does ``probe`` run collectives in the cluster's process group?
+
+    The one place that says so: the probe's own ``group`` attribute, or a requirement of a
+    distributed job (such a probe is meaningless without a group). The cluster agent forms the
+    group only when a selected probe is one, and runs these after the cluster stages.
+    """
+    return getattr(probe, "group", False) is True or Requirement.DISTRIBUTED in frozenset(
+        getattr(probe, "requires", ()))
 
 
 def _instantiate(target: Any, source: str) -> Probe:

@@ -47,6 +47,7 @@ class NcclBenchProbe(BaseProbe):
     requires = frozenset({Requirement.TORCH})
     config_section = "nccl_bench"
     timeout_s = 180.0
+    group = True
 
     def run(self, ctx):
         section = ctx.config.section("nccl_bench")

@@ -23,12 +23,8 @@ from typing import Any
 from llmdiag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
 from llmdiag.cluster.rendezvous import Roster, StoreSession
 from llmdiag.cluster.world import World
-from llmdiag.probe import Requirement
+from llmdiag.registry import is_group_probe
 from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
-
-#: Probes that run collectives on ``ctx.services["process_group"]`` when it exists.
-GROUP_PROBES = {"nccl", "smoke"}
-
 
 @dataclasses.dataclass(frozen=True)
 class AgentOptions:
@@ -70,10 +66,6 @@ def bounded(probes: Sequence, seconds: float) -> list:
     return [p if p.timeout_s <= cap else with_timeout(p, cap) for p in probes]
 
 
-def uses_group(probe) -> bool:
-    return probe.name in GROUP_PROBES or Requirement.DISTRIBUTED in getattr(probe, "requires", ())
-
-
 class Agent:
     def __init__(self, world: World, ctx, probes: Sequence, options: AgentOptions, *,
                  load_errors=(), log: Callable[[str], None] = lambda s: None):
@@ -82,8 +74,8 @@ class Agent:
         self.opts = options
         self.log = log
         self.load_errors = load_errors
-        self.local_probes = [p for p in probes if not uses_group(p)]
-        self.group_probes = [p for p in probes if uses_group(p)]
+        self.local_probes = [p for p in probes if not is_group_probe(p)]
+        self.group_probes = [p for p in probes if is_group_probe(p)]
         self.results: list[Result] = []
         self.meta: dict[str, Any] = {"world": world.to_dict(), "launcher": world.launcher}
         self.timings: dict[str, float] = {}

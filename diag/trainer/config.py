@@ -11,6 +11,17 @@ import argparse
 
 from llmdiag.config import Field, register_section
 
+def _inject_error(specs) -> str | None:
+    from llmdiag.trainer.inject import InjectError, parse
+
+    for spec in specs or ():
+        try:
+            parse(spec)
+        except InjectError as exc:
+            return str(exc)
+    return None
+
+
 register_section(
     "smoke",
     [
@@ -18,8 +29,11 @@ register_section(
         Field("nproc", "int", 2, "processes of the local run", min=1, max=16),
         Field("steps", "int", 8, "training steps of the smoke run", min=2, max=1000),
         Field("timeout_s", "float", 90.0, "bound on the whole smoke run", min=5, max=3600),
-        Field("straggler_factor", "float", 1.5, "a rank whose mean step time exceeds the median by this factor warns",
+        Field("straggler_factor", "float", 3.0, "a rank whose own step time (outside the waits for its peers) exceeds "
+              "the step's median by this factor in most steps warns",
               min=1.0, max=100),
+        Field("inject", "str_list", [], "faults for a rehearsal, as train --inject (e.g. \"slow@3:rank=1\")",
+              validator=_inject_error),
     ],
     "Smoke training in preflight (probe smoke-train).",
 )

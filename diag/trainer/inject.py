@@ -8,6 +8,7 @@
 | hang  | the rank sleeps before its collectives; the others hit the timeout   | 0            |
 | crash | a Python exception (RuntimeError) ends the rank                      | 0            |
 | oom   | an out-of-memory error: a real allocation on CUDA, raised on CPU     | 0            |
+| corrupt | after the optimizer step one weight of the rank's replica changes (a silent data corruption, as a bad GPU or a flipped bit gives): the replicas stop being identical | 0 |
 
 ``crash``, ``oom`` and ``hang`` fire once per run: after a restart (``TORCHELASTIC_RESTART_COUNT``
 > 0, set by torchrun and by ``--max-restarts``) the resumed workers pass that step, so a restart
@@ -24,9 +25,9 @@ import dataclasses
 import math
 import time
 
-KINDS = ("nan", "spike", "slow", "hang", "crash", "oom")
+KINDS = ("nan", "spike", "slow", "hang", "crash", "oom", "corrupt")
 _ALL_RANKS = ("nan", "spike")
-ONE_SHOT = ("crash", "oom", "hang")
+ONE_SHOT = ("crash", "oom", "hang", "corrupt")
 
 
 class InjectError(ValueError):
@@ -129,3 +130,16 @@ class Injector:
         """A straggler: sleep so that this rank's step takes ``factor`` times as long."""
         for f in self._active(step, ("slow",)):
             time.sleep(elapsed_s * (f.factor - 1))
+
+    def corrupt(self, step: int, model) -> None:
+        """A silent data corruption: one weight of this replica moves, nothing else notices.
+
+        DDP synchronises gradients, never weights, so the replicas stay different from here on:
+        what the smoke run's checksum comparison exists to catch."""
+        import torch
+
+        for f in self._active(step, ("corrupt",)):
+            self.log(f"inject: corrupt at step {step}")
+            with torch.no_grad():
+                p = next(q for q in model.parameters() if q.numel())
+                p.view(-1)[0].add_(1.0)

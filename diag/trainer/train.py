@@ -170,6 +170,7 @@ def train(args, group=None, log=None) -> list[dict[str, Any]]:
 
     losses: dict[int, float] = {}
     step_ms: list[float] = []
+    own_ms: list[float] = []
     tokens_per_step = args.batch_size * args.seq_len * world
     for step in range(start + 1, args.steps + 1):
         t0 = time.perf_counter()
@@ -181,7 +182,9 @@ def train(args, group=None, log=None) -> list[dict[str, Any]]:
         with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
             _, loss = model(x, y)
         loss = injector.scale_loss(step, loss)
-        scaler.scale(loss).backward()
+        t_bwd = time.perf_counter()
+        scaler.scale(loss).backward()  # DDP's gradient all-reduce: a fast rank waits here for a slow one
+        waited = time.perf_counter() - t_bwd
         scaler.unscale_(optimizer)
         clip = args.grad_clip if args.grad_clip > 0 else float("inf")
         if args.fsdp:
@@ -192,13 +195,19 @@ def train(args, group=None, log=None) -> list[dict[str, Any]]:
             scaler.step(optimizer)  # with fp16 the scaler itself skips a non-finite step
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
+        injector.corrupt(step, model)
         mean_loss = loss.detach().float().clone()
+        t_sync = time.perf_counter()
         dist.all_reduce(mean_loss, group=group)  # also the step's sync point: timings are per step
         mean_loss = mean_loss.item() / world
+        waited += time.perf_counter() - t_sync
         injector.stretch(step, time.perf_counter() - t0)
         dt = time.perf_counter() - t0
         losses[step] = mean_loss
         step_ms.append(dt * 1000)
+        # In a synchronous group every rank's step takes as long as the slowest one's: what tells
+        # a straggler is the time outside the phases where a rank waits for its peers.
+        own_ms.append((dt - waited) * 1000)
         log(f"step={step} loss={mean_loss:.4f} lr={lr:.1e} grad_norm={grad_norm.item():.3f} "
             f"loss_scale={scaler.get_scale() if fp16 else 1:g} step_time_ms={dt * 1000:.1f} "
             f"tokens_per_s={tokens_per_step / dt:.0f} mem_gib={_memory_gib(device):.2f}")
@@ -210,7 +219,7 @@ def train(args, group=None, log=None) -> list[dict[str, Any]]:
                 manager.save(step, state, rngs)
     if manager and rank == 0:
         manager.wait()
-    summary = {"rank": rank, "host": socket.gethostname(), "losses": losses, "step_ms": step_ms,
+    summary = {"rank": rank, "host": socket.gethostname(), "losses": losses, "step_ms": step_ms, "own_ms": own_ms,
                "checksum": param_checksum(model if args.fsdp else model.module)}
     if args.fsdp:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
