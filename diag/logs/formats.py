@@ -57,10 +57,11 @@ for canon, names in {
 AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
 
 _KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
-# key, separator, optional opening bracket/quote, number, unit
+# key, separator, optional opening bracket or quote (a value printed as a string: transformers 5
+# logs its records' numbers quoted, {'loss': '5.383'}; the closing quote must match), number, unit
 FIELD = re.compile(
     r"(?<![\w/.-])['\"]?(?P<key>" + _KEYS + r")['\"]?"
-    r"(?P<sep>\s*[:=]\s*|\s+)\[?(?P<val>" + NUM + r")(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
+    r"(?P<sep>\s*[:=]\s*|\s+)(?:\[|(?P<q>['\"]))?(?P<val>" + NUM + r")(?(q)(?P=q))(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
     re.IGNORECASE,
 )
 # plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
