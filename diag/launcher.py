@@ -70,6 +70,9 @@ class Launcher:
 _PET_TWINS = (("PET_NNODES", "NNODES"), ("PET_NODE_RANK", "NODE_RANK"), ("PET_NPROC_PER_NODE", "NPROC_PER_NODE"),
               ("PET_MASTER_ADDR", "MASTER_ADDR"), ("PET_MASTER_PORT", "MASTER_PORT"))
 _MPI_ADDR = "set MASTER_ADDR=<the first host> for every rank"
+#: what an MPI launcher leaves to the user's exports: the node layout and the rendezvous address
+_MPI_USER = {"nnodes": ("NNODES",), "node_rank": ("NODE_RANK",), "nproc_per_node": ("NPROC_PER_NODE",),
+             "master_addr": ("MASTER_ADDR",), "master_port": ("MASTER_PORT",)}
 
 #: The launcher kinds, in detection order: torchrun first (under srun, mpirun or a PyTorchJob it
 #: sets its workers' RANK / GROUP_RANK itself), then Kubernetes, MPI, Slurm, plain variables.
@@ -123,25 +126,20 @@ LAUNCHERS: tuple[Launcher, ...] = (
         # (OMPI_COMM_WORLD_NODE_RANK is the rank among this node's processes, not the node's index)
         fields={"rank": ("OMPI_COMM_WORLD_RANK",), "world_size": ("OMPI_COMM_WORLD_SIZE",),
                 "local_rank": ("OMPI_COMM_WORLD_LOCAL_RANK",), "local_world_size": ("OMPI_COMM_WORLD_LOCAL_SIZE",),
-                "nnodes": ("NNODES",), "node_rank": ("NODE_RANK",), "nproc_per_node": ("NPROC_PER_NODE",),
-                "master_addr": ("MASTER_ADDR",), "master_port": ("MASTER_PORT",)},
+                **_MPI_USER},
         derive_nodes=True,
         addr_hint="mpirun gives no rendezvous address: export MASTER_ADDR=<the first host> to every rank "
                   "(mpirun -x MASTER_ADDR=HOST ...)"),
     Launcher(
         "MPICH/Hydra", "mpich", when=(("PMI_RANK",),), unless=("SLURM_PROCID",),
         fields={"rank": ("PMI_RANK",), "world_size": ("PMI_SIZE", "WORLD_SIZE"), "local_rank": ("MPI_LOCALRANKID",),
-                "local_world_size": ("MPI_LOCALNRANKS",), "nnodes": ("NNODES",), "node_rank": ("NODE_RANK",),
-                "nproc_per_node": ("NPROC_PER_NODE",), "master_addr": ("MASTER_ADDR",),
-                "master_port": ("MASTER_PORT",)},
+                "local_world_size": ("MPI_LOCALNRANKS",), **_MPI_USER},
         derive_nodes=True,
         addr_hint="mpiexec gives no rendezvous address: " + _MPI_ADDR + " (mpiexec -genv MASTER_ADDR HOST ...)"),
     Launcher(
         "PMIx", "pmix", when=(("PMIX_RANK",),), unless=("SLURM_PROCID",),
         fields={"rank": ("PMIX_RANK",), "world_size": ("PMI_SIZE", "WORLD_SIZE"), "local_rank": ("PMIX_LOCAL_RANK",),
-                "local_world_size": ("PMIX_LOCAL_SIZE",), "nnodes": ("NNODES",), "node_rank": ("NODE_RANK",),
-                "nproc_per_node": ("NPROC_PER_NODE",), "master_addr": ("MASTER_ADDR",),
-                "master_port": ("MASTER_PORT",)},
+                "local_world_size": ("PMIX_LOCAL_SIZE",), **_MPI_USER},
         derive_nodes=True, addr_hint="PMIx gives no rendezvous address: " + _MPI_ADDR),
     Launcher(
         "srun", "slurm", when=(("SLURM_PROCID",), ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")),
