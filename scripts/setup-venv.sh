@@ -26,5 +26,9 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     "$PY" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
 fi
-"$PY" -m pip install -q -e ".[test]"
+# The torch in place is a constraint for everything installed next: a test extra that asks for
+# torch (accelerate, Lightning) can neither upgrade it nor pull a CUDA build beside it.
+CONSTRAINT="$VENV/torch-constraint.txt"
+"$PY" -c 'import torch; print("torch==" + torch.__version__)' > "$CONSTRAINT"
+"$PY" -m pip install -q -c "$CONSTRAINT" -e ".[test]"
 echo "setup: ready ($("$PY" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'torch missing'))"
