@@ -200,8 +200,8 @@ def test_every_builtin_probe_loads():
     probes, errors = builtin_probes()
     assert not errors
     assert len(probes) == len(BUILTIN_PROBES)
-    assert [p.name for p in probes] == ["software", "launcher", "gpu", "system", "network", "ports", "filesystem",
-                                        "memory", "nccl", "smoke-train"]
+    assert [p.name for p in probes] == ["software", "launcher", "gpu", "system", "platform", "dcgm", "network",
+                                        "ports", "filesystem", "memory", "nccl", "smoke-train"]
 
 
 def test_a_broken_builtin_probe_is_an_error_not_a_skip():
