@@ -195,9 +195,8 @@ class DcgmProbe(BaseProbe):
                          entities={e.entity or "node": e.status.value for e in es})
             bad = [e for e in es if e.status in (Status.FAIL, Status.WARN)]
             if bad:
-                ev = [(f"{e.entity or 'node'} {test}", e.status.value,
-                       "pass", "") for e in bad]
-                ev += [(f"{e.entity or 'node'} DCGM error {eid if eid is not None else '?'}", text[:200], None, "")
+                ev = [(f"{e.entity or 'node'} {test}", e.status.value, "pass", "") for e in bad]
+                ev += [(f"{e.entity or 'node'} DCGM error {'?' if eid is None else eid}", text[:200], None, "")
                        for e in bad for text, eid, _sev in e.warnings[:3]]
                 who = ", ".join(e.entity or "node" for e in bad)
                 first = next((t for e in bad for t, _i, _s in e.warnings), "")

@@ -141,3 +141,13 @@ def test_no_gpu_no_nic_skips_with_reasons(tmp_path):
     t.device(*GPU0, numa=0)
     r = run(t)
     assert "no RDMA NIC" in r["pcie-acs"].summary and "no RDMA NIC" in r["gpu-nic-numa"].summary
+
+
+def test_list_probes_shows_platform_and_dcgm():
+    from click.testing import CliRunner
+
+    from llmdiag.cli import cli
+
+    out = CliRunner().invoke(cli, ["preflight", "--list-probes"]).output
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert "platform" in names and "dcgm" in names
