@@ -119,6 +119,17 @@ def bridges_between(a: PciDevice, b: PciDevice) -> tuple[list[PciDevice], PciDev
     return left + [common] + right, common
 
 
+def switch_ports_between(a: PciDevice, b: PciDevice) -> list[PciDevice] | None:
+    """The bridges below the nearest common bridge of ``a`` and ``b``: the switch ports whose ACS
+    decides whether the switch routes ``a`` <-> ``b`` peer-to-peer itself or sends it up to the
+    root complex. None when their path crosses the root complex anyway (different root ports),
+    where ACS on the way changes nothing."""
+    bridges, common = bridges_between(a, b)
+    if common is None:
+        return None
+    return [d for d in bridges if d.path != common.path]
+
+
 def _acs_from_config(dev: PciDevice) -> tuple[str, ...] | None:
     """ACS control flags set, from the config space; None when the extended space is not readable."""
     try:

@@ -3,8 +3,10 @@
 - ``gpudirect-rdma``: with GPUs and RDMA NICs on the node, NCCL reads and writes GPU memory from
   the NIC only when the peer-memory module is loaded (``nvidia_peermem``, or the older
   ``nv_peer_mem``; ``/proc/modules``); without it every message is staged through host memory.
-- ``pcie-acs``: ACS on a bridge between a GPU and a NIC redirects their peer-to-peer traffic up
-  to the root complex (slow, or hangs where the root complex does not route P2P).
+- ``pcie-acs``: ACS on the ports of a PCIe switch that holds both a GPU and a NIC redirects
+  their peer-to-peer traffic up to the root complex (slow, or hangs where the root complex does
+  not route P2P). Root ports are not judged: a path between root ports goes through the root
+  complex anyway, and Linux enables ACS there for IOMMU groups.
 - ``fabric-manager``: on NVSwitch systems (HGX), CUDA and NCCL cannot use the GPUs until
   ``nvidia-fabricmanager`` has configured the switches (CUDA error 802, "system not yet
   initialized").
@@ -77,12 +79,15 @@ class PlatformProbe(BaseProbe):
             return skip
         enabled: dict[str, tuple[str, ...]] = {}
         unknown: dict[str, str] = {}
-        paths = 0
+        paths = via_root = 0
         for gpu in gpus:
             for _name, nic in nics:
-                bridges, _common = pcitree.bridges_between(gpu, nic)
+                ports = pcitree.switch_ports_between(gpu, nic)
+                if ports is None:
+                    via_root += 1  # routed through the root complex whatever ACS says
+                    continue
                 paths += 1
-                for br in bridges:
+                for br in ports:
                     if br.bdf in enabled or br.bdf in unknown:
                         continue
                     flags, source = pcitree.acs_control(ctx, br)
@@ -90,22 +95,26 @@ class PlatformProbe(BaseProbe):
                         unknown[br.bdf] = source
                     elif set(flags) & set(pcitree.ACS_RESTRICTING):
                         enabled[br.bdf] = flags
-        data = {"acs_enabled": {k: list(v) for k, v in enabled.items()}, "unknown": unknown, "paths": paths}
+        data = {"acs_enabled": {k: list(v) for k, v in enabled.items()}, "unknown": unknown,
+                "paths_via_switch": paths, "paths_via_root_complex": via_root}
         if enabled:
             bdfs = sorted(enabled)
             ev = [(f"ACSCtl {b}", " ".join(f"{f}+" for f in enabled[b]), "all -", "") for b in bdfs]
-            return self.warn(ctx, "pcie-acs", f"ACS enabled on {len(bdfs)} bridge(s) between GPUs and NICs "
-                             f"({', '.join(bdfs[:4])}{' ...' if len(bdfs) > 4 else ''}): peer-to-peer traffic is "
-                             "redirected to the root complex", evidence=ev, data=data, runbook="pcie-acs-enabled",
-                             remediation="Disable ACS in the BIOS (PCIe ACS control), or at boot per bridge: "
+            return self.warn(ctx, "pcie-acs", f"ACS enabled on {len(bdfs)} PCIe switch port(s) between GPUs and "
+                             f"NICs ({', '.join(bdfs[:4])}{' ...' if len(bdfs) > 4 else ''}): their peer-to-peer "
+                             "traffic is redirected to the root complex instead of crossing the switch", evidence=ev, data=data, runbook="pcie-acs-enabled",
+                             remediation="Disable ACS in the BIOS (PCIe ACS control), or at boot per switch port: "
                                          f"`setpci -s {bdfs[0]} ECAP_ACS+0x6.w=0000` (not in VMs that need IOMMU "
                                          "isolation).")
         if unknown:
             first = sorted(unknown)[0]
             return self.skip(ctx, "pcie-acs", f"ACS state of {len(unknown)} bridge(s) unknown ({first}: "
                              f"{unknown[first]})", data=data)
-        return self.ok(ctx, "pcie-acs", f"no ACS redirect on the bridges of {paths} GPU-NIC path(s)",
-                       evidence=[("bridges with ACS enabled", 0, 0, "")], data=data)
+        if not paths:
+            return self.ok(ctx, "pcie-acs", f"no GPU shares a PCIe switch with a NIC ({via_root} path(s) through the "
+                           "root complex, where ACS changes nothing)", data=data)
+        return self.ok(ctx, "pcie-acs", f"no ACS redirect on the switch ports of {paths} GPU-NIC path(s)",
+                       evidence=[("switch ports with ACS enabled", 0, 0, "")], data=data)
 
     def check_fabric_manager(self, ctx: Context, devs) -> Result:
         switches = [d.bdf for d in devs if d.is_nvswitch]

@@ -43,7 +43,8 @@ def test_healthy_node_passes(tmp_path):
     r = run(hgx(tmp_path))
     assert r["gpudirect-rdma"].status is Status.PASS and "nvidia_peermem" in r["gpudirect-rdma"].summary
     assert r["pcie-acs"].status is Status.PASS
-    assert r["pcie-acs"].data["paths"] == 4  # 2 GPUs x 2 NICs
+    # 2 GPUs x 2 NICs: one pair behind each switch, two across the root complex
+    assert (r["pcie-acs"].data["paths_via_switch"], r["pcie-acs"].data["paths_via_root_complex"]) == (2, 2)
     assert r["gpu-nic-numa"].status is Status.PASS
     assert r["fabric-manager"].status is Status.SKIP and "no NVSwitch" in r["fabric-manager"].summary
     # the nearest NIC of each GPU is the one behind the same switch
@@ -67,13 +68,26 @@ def test_legacy_nv_peer_mem_counts(tmp_path):
 
 def test_acs_on_the_switch_between_gpu_and_nic_warns(tmp_path):
     t = hgx(tmp_path)
-    t.acs("0000:01:00.0", "SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd")
+    # what Linux does with an IOMMU: ACS on root ports, where it changes no GPU-NIC route
+    t.acs("0000:00:01.0", "SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd")
     t.acs("0000:82:01.0", "DirectTrans")  # allows translated P2P: not a redirect
+    assert run(t)["pcie-acs"].status is Status.PASS
+    t.acs("0000:02:01.0", "SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd")  # the NIC's switch port
     acs = run(t)["pcie-acs"]
     assert acs.status is Status.WARN and acs.runbook == "pcie-acs-enabled"
-    assert acs.data["acs_enabled"] == {"0000:01:00.0": ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]}
-    assert "setpci -s 0000:01:00.0 ECAP_ACS+0x6.w=0000" in acs.remediation
+    assert acs.data["acs_enabled"] == {"0000:02:01.0": ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]}
+    assert "setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0000" in acs.remediation
     assert acs.evidence[0].observed == "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+"
+
+
+def test_acs_without_a_shared_switch_passes_and_says_why(tmp_path):
+    t = Tree(tmp_path / "root")
+    t.device("0000:00:01.0", "0000:01:00.0", numa=0)  # GPU straight below a root port
+    t.rdma("mlx5_0", t.device("0000:00:02.0", "0000:02:00.0", vendor=0x15B3, cls=NIC, numa=0))
+    t.acs("0000:00:01.0", "SrcValid", "ReqRedir")
+    t.modules("nvidia_peermem")
+    acs = run(t)["pcie-acs"]
+    assert acs.status is Status.PASS and "no GPU shares a PCIe switch with a NIC" in acs.summary
 
 
 def test_acs_from_lspci_when_the_config_space_is_cut(tmp_path):
@@ -97,7 +111,7 @@ esac
 
 def test_acs_unknown_without_root_or_lspci_is_a_skip_with_the_reason(tmp_path):
     t = hgx(tmp_path)
-    t.acs("0000:01:00.0", size=64)
+    t.acs("0000:02:00.0", size=64)
     acs = run(t)["pcie-acs"]
     assert acs.status is Status.SKIP and "lspci not installed" in acs.summary
 
