@@ -150,10 +150,13 @@ class PlatformProbe(BaseProbe):
         if len(nodes) <= 1:
             return self.ok(ctx, "gpu-nic-numa", "one NUMA node (or none reported): every GPU is local to every NIC",
                            data=data)
-        lonely = [g for g in gpus if g.numa_node is not None and g.numa_node not in nic_numa.values()]
+        nic_nodes = sorted({n for n in nic_numa.values() if n is not None})
+        if not nic_nodes:
+            return self.skip(ctx, "gpu-nic-numa", "the NICs' NUMA nodes are not reported (numa_node -1): cannot "
+                             "tell which GPUs are local to them", data=data)
+        lonely = [g for g in gpus if g.numa_node is not None and g.numa_node not in nic_nodes]
         if lonely:
-            ev = [(f"GPU {g.bdf} NUMA node", g.numa_node, f"one of {sorted(n for n in set(nic_numa.values()) if n is not None)}",
-                   "") for g in lonely]
+            ev = [(f"GPU {g.bdf} NUMA node", g.numa_node, f"one of {nic_nodes}", "") for g in lonely]
             return self.warn(ctx, "gpu-nic-numa", f"{len(lonely)} GPU(s) have no RDMA NIC on their NUMA node "
                              f"({', '.join(g.bdf for g in lonely[:4])}): their traffic crosses the socket "
                              "interconnect", evidence=ev, data=data, runbook="gpu-nic-numa",

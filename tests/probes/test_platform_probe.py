@@ -130,6 +130,15 @@ def test_gpu_without_a_nic_on_its_socket_warns(tmp_path):
     assert numa.data["gpus"]["0000:83:00.0"]["nearest_nic"]["via"] == "root complex"
 
 
+def test_numa_of_the_nics_not_reported_is_a_skip(tmp_path):
+    t = Tree(tmp_path / "root")
+    t.device(*GPU0, numa=0)
+    t.device(*GPU1, numa=1, domain="pci0000:80")
+    t.rdma("mlx5_0", t.device(*NIC0, vendor=0x15B3, cls=NIC, numa=-1))
+    numa = run(t)["gpu-nic-numa"]
+    assert numa.status is Status.SKIP and "not reported" in numa.summary
+
+
 def test_fabric_manager_state_from_systemctl(tmp_path):
     bindir = tmp_path / "bin"
     t = hgx(tmp_path, nvswitch=True)
