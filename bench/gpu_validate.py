@@ -255,6 +255,35 @@ def check_gpu_probe(run: Run, budget: Budget) -> Check:
                  "of the probe)", numbers=statuses, details=lines)
 
 
+def check_dcgm_platform(run: Run, budget: Budget) -> Check:
+    """The dcgm probe (``dcgmi diag -r 1`` where DCGM is installed) and the platform probe (the real
+    PCI tree: GPUs, RDMA NICs, NVSwitches, ACS; /proc/modules; systemctl) on this machine."""
+    out = run.work / "dcgm-platform.json"
+    p = sh([*LLMDIAG, "preflight", "--probe", "dcgm", "--probe", "platform", "--timeout",
+            f"{max(5.0, budget.left() - 10):.0f}", "-f", "json", "-o", str(out)], budget)
+    doc = _json_file(out)
+    if doc is None:
+        return Check("dcgm-platform", "fail", f"preflight wrote no report (exit {p.returncode}): {p.tail(2)}")
+    results = [r for r in _results(doc) if r.get("probe") in ("dcgm", "platform")]
+    lines = [f"{r.get('probe')}/{r.get('check')}: {r.get('status')} - {r.get('summary')}" for r in results]
+    dcgmi = shutil.which("dcgmi")
+    dcgm = [r for r in results if r.get("probe") == "dcgm"]
+    numbers = {"dcgmi": dcgmi or None, **{s: sum(1 for r in results if r.get("status") == s)
+                                          for s in ("pass", "warn", "fail", "skip")}}
+    broken = [r for r in results if r.get("check") == "probe"]  # a crash or an overrun of the probe itself
+    if broken or not dcgm or not any(r.get("probe") == "platform" for r in results):
+        return Check("dcgm-platform", "fail", f"a probe crashed, overran or gave nothing: {lines[:3]}",
+                     numbers=numbers, details=lines)
+    if dcgmi and all(r.get("status") == "skip" for r in dcgm):
+        return Check("dcgm-platform", "fail", f"dcgmi is at {dcgmi} but the dcgm probe skipped: {lines[0]}",
+                     numbers=numbers, details=lines)
+    if not run.gpu:
+        return Check("dcgm-platform", "skip", f"no GPU: {run.no_gpu_reason} ({len(results)} results, "
+                     f"dcgm {'ran' if dcgmi else 'skipped: no dcgmi'})", numbers=numbers, details=lines)
+    return Check("dcgm-platform", "pass", f"{len(results)} results {numbers} (findings are the node's)",
+                 numbers=numbers, details=lines)
+
+
 def _results(doc: Any) -> list[dict[str, Any]]:
     """Every result dict anywhere in a report document (node and cluster reports alike)."""
     found: list[dict[str, Any]] = []
@@ -675,6 +704,7 @@ CHECKS: list[tuple[str, Callable[[Run, Budget], Check], float, float]] = [
     ("nvml-vs-nvidia-smi", check_nvsmi_live, 30, 30),
     ("xid-events", check_xid, 15, 15),
     ("gpu-probe", check_gpu_probe, 40, 40),
+    ("dcgm-platform", check_dcgm_platform, 60, 30),  # DCGM level 1: under a minute on one GPU
     ("memory-truth", check_memory, 230, 100),  # alone on the GPU: the process's memory is read through NVML
     ("nccl-bench", check_nccl_bench, 50, 40),
     ("probes-in-nccl-group", check_probes_in_group, 60, 90),

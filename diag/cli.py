@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": ("llmdiag.commands.prepare_data:prepare_data", "Tokenise text into the trainer's binary format."),
     "monitor": ("llmdiag.commands.monitor:monitor", "Sample GPUs and the host while a job runs."),
     "report": ("llmdiag.commands.report:report", "Work with saved reports (merge node reports, render one)."),
+    "node-health": ("llmdiag.commands.node_health:node_health", "This node's checks for NPD, NHC and Slurm health hooks."),
     "alerting": ("llmdiag.commands.alerting:alerting", "Write Prometheus rules, a Grafana dashboard, Alertmanager routing."),
     "runbook": ("llmdiag.commands.runbook:runbook", "List runbooks, or print one."),
 }

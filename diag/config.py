@@ -373,6 +373,16 @@ register_section(
     "Limits that turn readings into pass / warn / fail.",
 )
 register_section(
+    "dcgm",
+    [
+        Field("level", "int", 1, "dcgmi diag run level: 1 quick (about a minute), 2 short tests (minutes), "
+              "3 and 4 stress tests (tens of minutes to hours)", min=1, max=4),
+        Field("timeout_s", "float", 300.0, "bound on one dcgmi diag run (the run's --timeout bounds it too)",
+              min=1, max=3600),
+    ],
+    "The dcgm probe: NVIDIA DCGM's diagnostic where dcgmi is installed.",
+)
+register_section(
     "probes",
     [
         Field("skip", "str_list", [], "probes not to run"),

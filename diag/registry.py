@@ -34,6 +34,8 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "llmdiag.probes.launcher:LauncherProbe",
     "llmdiag.probes.gpu:GpuProbe",
     "llmdiag.probes.system:SystemProbe",
+    "llmdiag.probes.platform:PlatformProbe",
+    "llmdiag.probes.dcgm:DcgmProbe",
     "llmdiag.probes.network:NetworkProbe",
     "llmdiag.probes.ports:PortsProbe",
     "llmdiag.probes.filesystem:FilesystemProbe",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import json
 import signal
 import socket
 import subprocess
@@ -34,7 +35,8 @@ def _munge_ok() -> bool:
 
 
 @pytest.fixture
-def slurm(tmp_path):
+def slurm(tmp_path, request):
+    extra = getattr(request, "param", None)  # a function of the Slurm directory: more slurm.conf lines
     started_munge = None
     if not _munge_ok():
         os.makedirs("/run/munge", exist_ok=True)
@@ -68,7 +70,7 @@ SlurmctldPort=26817
 SlurmdPort=26818
 NodeName={host} CPUs=2 RealMemory=2000 State=UNKNOWN
 PartitionName=p Nodes={host} Default=YES MaxTime=INFINITE State=UP
-""")
+""" + (extra(d) if extra else ""))
     env = cli_env(SLURM_CONF=str(conf))
     subprocess.run(["slurmctld", "-i"], env=env, check=True, timeout=30)
     subprocess.run(["slurmd"], env=env, check=True, timeout=30)
@@ -120,3 +122,27 @@ def test_failing_node_is_drained_with_the_finding_and_a_healthy_one_is_not(slurm
     subprocess.run(["scontrol", "update", f"nodename={slurm['host']}", "state=resume"], env=env, check=True,
                    timeout=30)
     assert _reason(env) == ""
+
+
+def _prolog(d: Path) -> str:
+    """docs/node-health.md's prolog: llmdiag node-health's exit code, and no scontrol."""
+    script = d / "prolog.sh"
+    script.write_text(f"""#!/bin/sh
+PYTHONPATH={cli_env()["PYTHONPATH"]} exec {sys.executable} -m llmdiag node-health --protocol nhc --timeout 20 \\
+    --probe gpu --gpus-per-node 8 --report {d}/prolog.json > {d}/prolog.out
+""")
+    script.chmod(0o755)
+    return f"Prolog={script}\nPrologFlags=Alloc\n"
+
+
+@pytest.mark.parametrize("slurm", [_prolog], indirect=True)
+def test_prolog_recipe_drains_the_failing_node_without_scontrol(slurm, tmp_path):
+    env = slurm["env"]
+    job = subprocess.run(["srun", "-N1", "-n1", "--quiet", "true"], env=env, capture_output=True, text=True, timeout=120)
+    assert job.returncode != 0
+    assert wait_until(lambda: _reason(env) != "", 30, 0.5)
+    reason, state = _reason(env).split("|")
+    assert reason == "Prolog error" and state in ("drain", "drng"), (reason, state)
+    d = tmp_path / "slurm"
+    assert (d / "prolog.out").read_text().startswith("gpu/count: 0 GPU(s) usable, 8 expected")
+    assert any(r["status"] == "fail" for r in json.loads((d / "prolog.json").read_text())["results"])

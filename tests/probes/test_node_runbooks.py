@@ -13,7 +13,7 @@ from llmdiag.probes.gpu import GpuProbe
 from tests.probes.nodeutil import FIXTURES, context, nvml_fixture
 
 PROBES = Path(__file__).resolve().parents[2] / "probes"
-MODULES = ("gpu.py", "system.py", "software.py", "launcher.py")
+MODULES = ("gpu.py", "system.py", "software.py", "launcher.py", "platform.py", "dcgm.py")
 
 
 def _source_ids() -> set[str]:

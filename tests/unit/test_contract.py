@@ -29,7 +29,7 @@ SNAPSHOT = REPO / "tests" / "golden" / "data" / "cli-options.json"
 CORE = {"llmdiag", "llmdiag.__main__", "llmdiag.errors", "llmdiag.exitcodes", "llmdiag.result", "llmdiag.probe",
         "llmdiag.context", "llmdiag.config", "llmdiag.runner", "llmdiag.registry", "llmdiag.launcher",
         "llmdiag.redact", "llmdiag.nvml", "llmdiag.outputs", "llmdiag.runbooks", "llmdiag.documents"}
-SUBSYSTEMS = ("cluster", "memory", "ncclbench", "monitor", "trainer", "logs", "alerting")
+SUBSYSTEMS = ("cluster", "memory", "ncclbench", "monitor", "trainer", "logs", "alerting", "health")
 
 
 def layer(module: str) -> str:
@@ -200,8 +200,8 @@ def test_every_builtin_probe_loads():
     probes, errors = builtin_probes()
     assert not errors
     assert len(probes) == len(BUILTIN_PROBES)
-    assert [p.name for p in probes] == ["software", "launcher", "gpu", "system", "network", "ports", "filesystem",
-                                        "memory", "nccl", "smoke-train"]
+    assert [p.name for p in probes] == ["software", "launcher", "gpu", "system", "platform", "dcgm", "network",
+                                        "ports", "filesystem", "memory", "nccl", "smoke-train"]
 
 
 def test_a_broken_builtin_probe_is_an_error_not_a_skip():

@@ -42,7 +42,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     jsonschema.validate(doc, json.loads((REPO / "docs" / "gpu-validation-schema.json").read_text()))
     assert doc["schema"] == GV.SCHEMA and doc["gpus"] == 0 and doc["no_gpu_reason"]
     checks = {c["name"]: c for c in doc["checks"]}
-    assert set(checks) == {"environment", "nvml-vs-nvidia-smi-recorded", "nvml-vs-nvidia-smi", "gpu-probe",
+    assert set(checks) == {"environment", "nvml-vs-nvidia-smi-recorded", "nvml-vs-nvidia-smi", "gpu-probe", "dcgm-platform",
                            "xid-events", "monitor+ddp+resume", "nccl-bench", "probes-in-nccl-group",
                            "trainer-fsdp", "trainer-fault", "memory-truth"}
     for c in doc["checks"]:
@@ -66,7 +66,7 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     assert any(k.startswith("nccl/") for k in probes["results"])
     mem = checks["memory-truth"]["numbers"]
     assert mem["tiny_worker"]["finite"] and mem["estimate_first_grid_point"]["params"] == MT.param_count(MT.grid()[0])
-    assert doc["counts"] == {"pass": 2, "fail": 0, "skip": 9}
+    assert doc["counts"] == {"pass": 2, "fail": 0, "skip": 10}
     md = (out / "gpu-validation.md").read_text()
     assert "| monitor+ddp+resume | skip |" in md and "# GPU validation: no GPU" in md
 

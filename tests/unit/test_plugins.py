@@ -38,9 +38,11 @@ def broken_import():
 '''
 
 
-def install_fake_distribution(site: Path, entries: dict[str, str]) -> None:
-    """A real installed distribution as pip leaves it: a module plus a .dist-info with entry points."""
-    (site / "hello_plugin.py").write_text(PLUGIN_SRC)
+def install_fake_distribution(site: Path, entries: dict[str, str], source: str = PLUGIN_SRC) -> None:
+    """A real installed distribution as pip leaves it: a module (``hello_plugin``, of ``source``)
+    plus a .dist-info with entry points."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "hello_plugin.py").write_text(source)
     dist = site / "hello_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hello-plugin\nVersion: 1.0\n")
