@@ -133,6 +133,8 @@ def express(case: dict[str, Any]) -> Expressed:
     q = case["quantity"].lower()
     fw = _framework(case)
     kw: dict[str, Any] = {"framework": fw}
+    if fw == "megatron" and "megatron-deepspeed" in (case["source"] + str(case.get("notes", ""))).lower():
+        kw["deepspeed_engine"] = True
     if "after deepspeed.initialize" in q:
         raise NotExpressed("memory right after initialize depends on how the model was loaded before "
                            "partitioning (not a training-step peak)")
@@ -250,6 +252,10 @@ def express(case: dict[str, Any]) -> Expressed:
         measure = "allocated"
     if kw.get("dp", 1) > 1 and kw.get("zero") is None and "distributed_optimizer" not in kw and measure == "comm_buckets":
         kw["zero"] = 2
+    kind = re.search(r"\b(v100|a100|a800|h100|h800|h200|b200)\b",
+                     (str(case["parallel"].get("gpus", "")) + " " + str(case.get("notes", ""))).lower())
+    if kind:
+        kw["gpu_kind"] = {"a800": "a100", "h800": "h100"}.get(kind.group(1), kind.group(1))
     return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
 
 
