@@ -240,6 +240,8 @@ def warmup_microbatches(plan: Plan, stage: int) -> tuple[int, int]:
     m, p, v = plan.num_microbatches, plan.pp, plan.vpp
     if v == 1:
         return min(p - stage - 1, m), m
+    if plan.global_batch is None:
+        m = 2 * p  # unknown: enough micro batches that the cap does not bite (the worst case)
     g = p if plan.framework != "torch" else m // max(1, m // p)
     return min(2 * (p - stage - 1) + (v - 1) * g, m * v), m * v
 

@@ -67,6 +67,8 @@ def test_megatron_interleaved_warmup_by_hand():
     few = p.replace(global_batch=4)
     assert estimate.warmup_microbatches(few, 0) == (8, 8)
     assert estimate.in_flight(few, 0) == 4 == estimate.in_flight(few.replace(vpp=1), 0)
+    # no global batch known: the worst case, the cap not reached
+    assert estimate.in_flight(p.replace(global_batch=None), 0) == 11 / 2
     one = estimate.estimate(L7, few.replace(vpp=1, world_size=4))["breakdown"]["activations"]
     inter = estimate.estimate(L7, few)["breakdown"]["activations"]
     assert inter <= one
