@@ -68,7 +68,7 @@ def unit_bytes(case: dict[str, Any]) -> float:
 
 def _framework(case: dict[str, Any]) -> str:
     text = (case["source"] + " " + str(case["training"].get("framework", "")) + " " + str(case.get("notes", ""))).lower()
-    if "megatron" in text:
+    if "megatron" in text or "bigscience-workshop" in text:  # BigScience trained with Megatron-DeepSpeed
         return "megatron"
     if "deepspeed" in text and "megatron" not in text:
         return "deepspeed"
@@ -133,7 +133,9 @@ def express(case: dict[str, Any]) -> Expressed:
     q = case["quantity"].lower()
     fw = _framework(case)
     kw: dict[str, Any] = {"framework": fw}
-    if fw == "megatron" and "megatron-deepspeed" in (case["source"] + str(case.get("notes", ""))).lower():
+    # BigScience trained with Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed)
+    text = (case["source"] + " " + str(case.get("notes", ""))).lower()
+    if fw == "megatron" and ("megatron-deepspeed" in text or "bigscience-workshop" in text):
         kw["deepspeed_engine"] = True
     if "after deepspeed.initialize" in q:
         raise NotExpressed("memory right after initialize depends on how the model was loaded before "

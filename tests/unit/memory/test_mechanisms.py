@@ -194,3 +194,14 @@ def test_fsdp_under_pp_measured_on_gloo():
     assert held * 0.99 <= got <= estimated * 1.01
     flat = measure_fsdp_microbatches(h=h, layers=layers, pp=False)["end"]
     assert flat == pytest.approx(n * 4 / 2, rel=0.02)  # the fp32 gradient shard of 2 ranks
+
+
+def test_a_bigscience_case_without_zero_is_megatron_deepspeed():
+    from llmdiag.memory import cases
+
+    case = {"id": "x", "kind": "measured", "source": "bigscience-workshop/bigscience:train/tr11-176B-ml/README.md",
+            "model": {"name": "176B", "hidden": 14336, "layers": 70, "heads": 112, "vocab": "250k", "seq": 2048},
+            "parallel": {"tp": 4, "pp": 12, "dp": 8, "zero_stage": 0}, "training": {"precision": "bf16"},
+            "quantity": "max GPU memory", "value": 1, "unit": "GB (as printed)"}
+    p = cases.express(case).plan
+    assert p.framework == "megatron" and p.deepspeed_engine and p.zero == 0
