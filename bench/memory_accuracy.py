@@ -10,6 +10,7 @@ Run: .venv/bin/python bench/memory_accuracy.py [cases.json] [--cases-only]
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -29,7 +30,8 @@ from llmdiag.memory.measure import (  # noqa: E402
     spec_and_plan,
 )
 
-DEFAULT_CASES = Path(__file__).resolve().parent.parent.parent / "shared" / "memory" / "cases-dev.json"
+DEFAULT_CASES = Path(os.environ.get("LLMDIAG_MEMORY_CASES") or
+                     Path(__file__).resolve().parent.parent.parent / "shared" / "memory" / "cases-dev.json")
 
 
 def case_table(path: Path) -> None:

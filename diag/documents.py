@@ -387,11 +387,26 @@ class Suggestion:
 
 
 @dataclasses.dataclass
+class MemoryPlacement:
+    """Device bytes (the verdict's) split by who holds them, and the host RAM the plan needs besides."""
+
+    device: int = dataclasses.field(metadata=_doc("bytes on the GPU: allocator_reserved + outside_allocator"))
+    allocator_reserved: int = dataclasses.field(metadata=_doc("reserved by PyTorch's caching allocator"))
+    outside_allocator: int = dataclasses.field(metadata=_doc(
+        "on the GPU outside the allocator: CUDA context, NCCL buffers, managed (paged) memory's working set"))
+    host_per_gpu: int = dataclasses.field(metadata=_doc("host RAM per GPU process: CPU offload, paged optimizer state"))
+    host_per_node: int = dataclasses.field(metadata=_doc("host_per_gpu x the GPUs of a node"))
+    gpus_per_node: int = 1
+    host_lines: list[MemoryLine] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class MemoryEstimateDoc(Header):
     """``llmdiag estimate-memory``: per-GPU memory of a plan by component, against the GPU."""
 
     breakdown: dict[str, int] = dataclasses.field(metadata=_doc("bytes per GPU by component, and total"))
-    verdict: str = dataclasses.field(metadata=_doc("fits, tight or out-of-memory"))
+    verdict: str = dataclasses.field(metadata=_doc("fits, tight, out-of-memory, unknown (no GPU memory) or "
+                                                   "invalid-plan (the framework refuses it at launch)"))
     model: dict[str, Any] | None = None
     plan: dict[str, Any] = dataclasses.field(default_factory=dict)
     gpu_memory: int | None = dataclasses.field(default=None, metadata=_doc("bytes of the GPU planned against"))
@@ -407,6 +422,8 @@ class MemoryEstimateDoc(Header):
     peak: dict[str, Any] | None = dataclasses.field(
         default=None, metadata=_doc("the phase that peaks on the worst stage; allocated, reserved and device bytes"))
     stages: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc("one entry per pipeline stage"))
+    memory: MemoryPlacement | None = dataclasses.field(default=None, metadata=_doc(
+        "where the worst stage's bytes live: caching allocator, device outside it, host RAM"))
     warnings: list[str] = dataclasses.field(default_factory=list,
                                             metadata=_doc("inputs read but not used, fits that cannot be judged"))
 

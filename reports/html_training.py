@@ -6,6 +6,7 @@ escaped); the shared pieces come from there.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
@@ -150,7 +151,8 @@ def _stacked_bar(parts: Mapping[str, float], capacity: float | None, total: floa
                    for (k, b), c in zip(parts.items(), _PART_COLORS * 2) if b > 0)
     limit = (f'<div class="limit" style="left:{100 * capacity / scale:.2f}%" title="GPU memory {gib(capacity)}"></div>'
              if capacity else "")
-    return f'<div class="cap"><div class="bar">{segs}</div>{limit}</div>'
+    # the limit is positioned inside the bar, so both percentages are of the same box
+    return f'<div class="cap"><div class="bar">{segs}{limit}</div></div>'
 
 
 def _memory_body(d: D.MemoryEstimateDoc) -> str:
@@ -166,6 +168,10 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
     if pk.get("allocated"):
         out.append(f'<p>Peak in <b>{e(pk.get("phase", "?"))}</b>: {gib(pk["allocated"])} allocated, '
                    f'{gib(pk.get("reserved"))} reserved by the caching allocator, {gib(pk.get("device"))} on the device</p>')
+    if d.memory:
+        from llmdiag.reports.memory_estimate import placement
+
+        out.append(f"<p>{e(placement({'memory': dataclasses.asdict(d.memory)}))}</p>")
     if d.warnings:
         out.append("<h3>Warnings</h3>" + "".join(f'<div class="finding warn">{badge("warn")} {e(w)}</div>'
                                                   for w in d.warnings))
@@ -195,7 +201,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if d.oom_when:
         lines.append(e(f"runs out of memory at: {d.oom_when}"))
     st = D.status_of(d.status)
-    body = banner(st, head, lines) + _memory_body(d) + runbook_html("cuda-oom" if d.verdict != "fits" else None)
+    body = banner(st, head, lines) + _memory_body(d) + runbook_html("cuda-oom" if d.verdict in ("tight", "out-of-memory") else None)
     return page("llmdiag estimate-memory report", body, doc)
 
 

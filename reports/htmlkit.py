@@ -46,7 +46,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,pre{font:12px/1.4 ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;background:#f3f3f3}
 code{padding:0 3px}pre{padding:8px;overflow:auto;white-space:pre-wrap}
 .muted{color:#666}.plot{max-width:100%;background:#fff;border:1px solid var(--line);margin:4px 8px 4px 0}
-.bar{display:flex;height:26px;border:1px solid #999;width:100%;max-width:900px;background:#fff}
+.bar{display:flex;position:relative;height:26px;border:1px solid #999;width:100%;max-width:900px;background:#fff}
 .bar div{height:100%;overflow:hidden;font-size:11px;color:#fff;white-space:nowrap;padding-left:3px;box-sizing:border-box}
 footer{margin-top:32px;color:#888;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:8px}.chart{background:#fff;border:1px solid var(--line);max-width:100%;height:auto}

@@ -21,6 +21,9 @@ def _inputs(line: Mapping[str, Any]) -> str:
 def _headline(doc: Mapping[str, Any]) -> str:
     b = doc["breakdown"]
     v = doc.get("verdict", "unknown")
+    if v == "invalid-plan":
+        bad = [c["check"] for c in doc.get("plan_checks", []) if c.get("severity") == "fail"]
+        v += f" ({', '.join(bad)}): the framework refuses it at launch" if bad else ""
     text = f"{doc['model']['name']}: {_gib(b['total'])} per GPU (stage {doc.get('worst_stage', 0)})"
     if doc.get("gpu_memory"):
         text += f" of {_gib(doc['gpu_memory'])} ({doc.get('gpu_memory_source')}): {v}"
@@ -41,6 +44,21 @@ def _peak(doc: Mapping[str, Any]) -> str | None:
              "optimizer step": ("forward/backward", "forward_backward_allocated")}.get(pk.get("phase", ""))
     if other and pk.get(other[1]):
         text += f" (the {other[0]}: {_gib(pk[other[1]])} allocated)"
+    return text
+
+
+def placement(doc: Mapping[str, Any]) -> str | None:
+    """Where the bytes live: the device (the verdict's), split by the caching allocator, and the
+    host RAM the plan needs besides (CPU offload, paged optimizer state)."""
+    mem = doc.get("memory") or {}
+    if not mem:
+        return None
+    text = (f"On the device: {_gib(mem['device'])} = {_gib(mem['allocator_reserved'])} in the caching allocator"
+            f" + {_gib(mem['outside_allocator'])} outside it (CUDA context, NCCL buffers, managed memory)")
+    text += f"; host RAM: {_gib(mem['host_per_gpu'])} per GPU"
+    if mem.get("host_per_gpu"):
+        parts = ", ".join(f"{x['name']} {_gib(x['bytes'])}" for x in mem.get("host_lines", []))
+        text += f", {_gib(mem['host_per_node'])} per node of {mem.get('gpus_per_node', 1)} GPUs ({parts})"
     return text
 
 
@@ -73,6 +91,8 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     con.print(t)
     if _peak(doc):
         con.print(Text(_peak(doc)))
+    if placement(doc):
+        con.print(Text(placement(doc)))
     if _stage_rows(doc):
         st = Table(title="Per pipeline stage")
         for col in _STAGE_COLS:
@@ -100,6 +120,8 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     out.append(f"| **total** | **{_gib(doc['breakdown']['total'])}** | |")
     if _peak(doc):
         out += ["", _peak(doc) + "."]
+    if placement(doc):
+        out += ["", esc(placement(doc)) + "."]
     if _stage_rows(doc):
         out += ["", "## Per pipeline stage", "", "| " + " | ".join(_STAGE_COLS) + " |",
                 "|" + "---|" * len(_STAGE_COLS)]

@@ -108,6 +108,10 @@ POS = click.IntRange(min=1)
 @click.option("--base-quant", type=click.Choice(["none", "nf4", "int8"]), help="Quantised frozen base (LoRA).")
 @click.option("--fp8", type=click.Choice(["none", "te", "torchao"]), help="FP8 linears (Transformer Engine, torchao).")
 @click.option("--fp8-allgather", is_flag=True, default=None, help="FSDP all-gathers weights in FP8.")
+@click.option("--deepspeed-engine", is_flag=True, default=None,
+              help="Megatron-DeepSpeed: Megatron's model under DeepSpeed's engine (fp32 gradient copy without ZeRO).")
+@click.option("--gpu-kind", type=click.Choice(["v100", "a100", "h100", "h200", "b200", "other"]),
+              help="GPU generation: the CUDA context differs (V100 ~1.2 GiB).")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), help="DeepSpeed config JSON.")
 @click.option("--megatron-yaml", type=click.Path(dir_okay=False), help="Megatron-style or NeMo YAML.")
 @click.option("--torchtitan-toml", type=click.Path(dir_okay=False), help="torchtitan train config TOML.")

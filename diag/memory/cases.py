@@ -68,7 +68,7 @@ def unit_bytes(case: dict[str, Any]) -> float:
 
 def _framework(case: dict[str, Any]) -> str:
     text = (case["source"] + " " + str(case["training"].get("framework", "")) + " " + str(case.get("notes", ""))).lower()
-    if "megatron" in text:
+    if "megatron" in text or "bigscience-workshop" in text:  # BigScience trained with Megatron-DeepSpeed
         return "megatron"
     if "deepspeed" in text and "megatron" not in text:
         return "deepspeed"
@@ -133,6 +133,10 @@ def express(case: dict[str, Any]) -> Expressed:
     q = case["quantity"].lower()
     fw = _framework(case)
     kw: dict[str, Any] = {"framework": fw}
+    # BigScience trained with Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed)
+    text = (case["source"] + " " + str(case.get("notes", ""))).lower()
+    if fw == "megatron" and ("megatron-deepspeed" in text or "bigscience-workshop" in text):
+        kw["deepspeed_engine"] = True
     if "after deepspeed.initialize" in q:
         raise NotExpressed("memory right after initialize depends on how the model was loaded before "
                            "partitioning (not a training-step peak)")
@@ -250,6 +254,10 @@ def express(case: dict[str, Any]) -> Expressed:
         measure = "allocated"
     if kw.get("dp", 1) > 1 and kw.get("zero") is None and "distributed_optimizer" not in kw and measure == "comm_buckets":
         kw["zero"] = 2
+    kind = re.search(r"\b(v100|a100|a800|h100|h800|h200|b200)\b",
+                     (str(case["parallel"].get("gpus", "")) + " " + str(case.get("notes", ""))).lower())
+    if kind:
+        kw["gpu_kind"] = {"a800": "a100", "h800": "h100"}.get(kind.group(1), kind.group(1))
     return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
 
 

@@ -49,6 +49,9 @@ register_section(
         Field("fp8", "str", None, "FP8 linears: te or torchao", choices=plan.FP8),
         Field("fp8_allgather", "bool", None, "FSDP all-gathers weights in FP8"),
         Field("pp_layers", "str", None, 'layers per pipeline stage, e.g. "15,16,16,16,16,16,16,15"'),
+        Field("deepspeed_engine", "bool", None, "Megatron-DeepSpeed: Megatron under DeepSpeed's engine"),
+        Field("gpu_kind", "str", None, "GPU generation (sets the CUDA context size)",
+              choices=("v100", "a100", "h100", "h200", "b200", "other")),
         Field("gpu_memory", "str", None, 'GPU memory to plan against when no GPU can be read ("80GiB")',
               validator=plan.size_error),
     ],
@@ -60,4 +63,4 @@ PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "world_size", "gpus_per_node",
              "distributed_optimizer", "micro_batch", "global_batch", "seq_len", "precision", "optimizer",
              "recompute", "attention", "fused_norm", "framework", "loss", "loss_chunks", "compile_loss", "recompute_interval",
              "recompute_layers", "optimizer_impl", "optimizer_in_backward", "offload", "lora_rank", "lora_targets",
-             "base_quant", "fp8", "fp8_allgather", "pp_layers")
+             "base_quant", "fp8", "fp8_allgather", "pp_layers", "deepspeed_engine", "gpu_kind")

@@ -26,7 +26,11 @@ from llmdiag.memory.models import ModelSpec
 from llmdiag.memory.plan import Plan
 
 GIB = 1024**3
+REDUCE_BYTES = 4  # FSDP's reduce dtype under mixed precision (torchtitan mixed_precision_reduce = float32)
 CUDA_CONTEXT = int(0.5 * GIB)  # context + cuBLAS workspace with lazy module loading
+# The context by GPU generation where it is known to differ: Volta (V100) measured ~1.2 GiB (its
+# kernels are not lazily loaded by the CUDA 11/12 builds PyTorch ships for sm_70 as for sm_80+)
+CUDA_CONTEXT_BY_GPU = {"v100": int(1.2 * GIB)}
 NCCL_PER_COMM = int(0.5 * GIB)  # rough buffers per communicator
 # Caching-allocator gap: share of the short-lived bytes (activations, loss, gathered weights,
 # step temporaries) the allocator keeps reserved but not allocated, plus a little of the rest.
@@ -101,6 +105,7 @@ class StageParams:
     linear: float = 0.0  # transformer-layer matrices on this GPU (what FP8 linears cast)
     expert: float = 0.0  # of ``trainable``: routed-expert parameters (sharded over the expert data-parallel group)
     expert_frozen_bytes: float = 0.0  # of ``frozen_bytes``: the frozen routed experts (LoRA)
+    largest_frozen_bytes: float = 0.0  # LoRA: bytes of the largest gathered unit at its stored dtype (NF4/int8)
 
 
 def stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: int,
@@ -118,7 +123,7 @@ def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: 
     w = 4 if plan.precision == "fp32" else 2
     q = QUANT_BYTES[plan.base_quant] or w
     lin = other = lora = expert = 0.0
-    largest = 0.0
+    largest = largest_b = 0.0
     for i in _stage_range(m, plan, stage):
         dense, routed = _layer_linear_params(m, plan, i)
         li = dense + routed
@@ -126,20 +131,23 @@ def _stage_params(m: ModelSpec | None, params: float | None, plan: Plan, stage: 
         expert += routed
         other += m.layer_norm_params() + (m.router_params() if m.is_moe_layer(i) else 0)
         largest = max(largest, li)
+        largest_b = max(largest_b, li * q)
         if plan.lora_rank:
             lora += _lora_params(m, plan, i)
     head = 0.0
     if stage == 0:
         other += m.vocab * m.hidden / plan.tp + m.positions * m.hidden
         largest = max(largest, m.vocab * m.hidden / plan.tp)
+        largest_b = max(largest_b, m.vocab * m.hidden / plan.tp * w)
     if stage == plan.pp - 1:
         other += m.norm_params()
         if not m.tied or plan.pp > 1:  # a tied head on another stage keeps its own copy
             head = m.vocab * m.hidden / plan.tp
             other += head
             largest = max(largest, head)
+            largest_b = max(largest_b, head * w)
     if plan.lora_rank:
-        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin, 0.0, expert * q)
+        return StageParams(lora, lin + other, lin * q + other * w, largest, 0.0, lin, 0.0, expert * q, largest_b)
     return StageParams(lin + other, 0.0, 0.0, largest, head, lin, expert)
 
 
@@ -162,7 +170,11 @@ def _state_bytes(n_t: float, frozen_bytes: float, plan: Plan, expert: bool) -> d
     wbytes = (n_t * w + frozen_bytes) / shard_w
     wform = f"P × {w} B / {shard_w}" + (f" + frozen base ({plan.base_quant}) / {shard_w}" if frozen_bytes else "")
     gbytes, gform = n_t * g / shard_grad, f"P_trainable × {g} B / {shard_grad}"
-    if plan.ds_optimizer and plan.zero >= 1 and plan.precision != "fp32":
+    if plan.framework == "megatron" and plan.deepspeed_engine and plan.zero == 0 and plan.precision != "fp32":
+        # Megatron-DeepSpeed without ZeRO: DeepSpeed's BF16_Optimizer (FP16_Optimizer for fp16) keeps
+        # the 16-bit gradients and an unsharded fp32 copy they are accumulated into
+        gbytes, gform = 6 * n_t, "P_trainable × (2 B 16-bit + 4 B fp32 copy, DeepSpeed BF16_Optimizer, unsharded)"
+    elif plan.ds_optimizer and plan.zero >= 1 and plan.precision != "fp32":
         if plan.framework == "megatron" and plan.precision == "bf16" and plan.zero == 1:
             # Megatron-DeepSpeed's BF16_Optimizer copies the bf16 gradients of a backward into an
             # unsharded fp32 buffer after it ends: both exist at the end of backward
@@ -202,6 +214,8 @@ def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
     if plan.offload_optimizer:
         mbytes = obytes = 0.0
         mform = oform = "offloaded to CPU"
+    elif _paged(plan):
+        obytes, oform = 0.0, "paged: in CUDA managed memory (working set: managed_memory; all of it: host)"
     return [
         Line("weights", wbytes, wform, inp),
         Line("gradients", gbytes, gform, inp),
@@ -210,14 +224,41 @@ def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
     ]
 
 
+def warmup_microbatches(plan: Plan, stage: int) -> tuple[int, int]:
+    """(forward passes before the first backward, all forward passes) of one pipeline rank per step.
+
+    A pass is one micro batch through one model chunk (``vpp`` chunks of L/(pp·vpp) layers per rank).
+    - 1F1B (Megatron ``forward_backward_pipelining_without_interleaving``, torch.distributed.pipelining
+      ``Schedule1F1B``): ``min(pp − rank − 1, m)`` warm-up forwards;
+    - interleaved 1F1B, Megatron-core (``megatron/core/pipeline_parallel/schedules.py``,
+      ``forward_backward_pipelining_with_interleaving``): ``2·(pp − rank − 1) + (vpp − 1)·g`` with
+      ``g = microbatch_group_size_per_vp_stage`` (default pp), capped at all ``m·vpp`` passes
+      (then every forward runs before the first backward);
+    - interleaved 1F1B, torch.distributed.pipelining (torchtitan, ``ScheduleInterleaved1F1B``): the
+      same with ``g`` = micro batches per round, ``m // max(1, m // pp)``.
+    """
+    m, p, v = plan.num_microbatches, plan.pp, plan.vpp
+    if v == 1:
+        return min(p - stage - 1, m), m
+    if plan.global_batch is None:
+        m = 2 * p  # unknown: enough micro batches that the cap does not bite (the worst case)
+    g = p if plan.framework != "torch" else m // max(1, m // p)
+    return min(2 * (p - stage - 1) + (v - 1) * g, m * v), m * v
+
+
 def in_flight(plan: Plan, stage: int) -> float:
-    """Micro batches whose activations a stage holds at the 1F1B peak (× interleaving factor)."""
+    """Micro batches of a whole stage whose activations a rank holds at its peak.
+
+    At the peak a rank has run its warm-up forwards and the first steady-state forward (1F1B runs
+    a forward before each backward), unless every pass is warm-up. Each pass of an interleaved
+    schedule holds one chunk, 1/vpp of the rank's layers. So interleaving holds
+    (2(pp−r−1) + (vpp−1)·pp + 1)/vpp stage-equivalents on rank r — pp + (pp−1)/vpp on the first
+    rank, Korthikanti's factor 1 + (pp−1)/(pp·vpp) — but when the pipeline has no more micro batches
+    than stages the cap leaves m, the same as 1F1B."""
     if plan.pp == 1:
         return 1.0
-    mb = min(plan.pp - stage, plan.num_microbatches)
-    if plan.vpp > 1:
-        return mb * (1 + (plan.pp - 1) / (plan.pp * plan.vpp))
-    return float(mb)
+    warm, total = warmup_microbatches(plan, stage)
+    return min(warm + 1, total) / plan.vpp
 
 
 def _layer_mode(plan: Plan, pos: int) -> str:
@@ -336,19 +377,8 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     else:
         act = Line("activations", 0, "not estimated (--params gives model states only)", {})
         loss = Line("logits", 0, "not estimated (--params gives model states only)", {})
-    gathered = 0.0
-    if plan.zero == 3 or plan.offload_params:
-        wg = 1 if plan.fp8_allgather else (4 if plan.precision == "fp32" else 2)
-        per = 4.0 if plan.framework == "deepspeed" else 2 * wg + 2  # DeepSpeed: 4·L_max; FSDP: this + next layer + grads
-        gathered = per * sp.largest
-    gline = Line("gathered_params", gathered, "unsharded largest layer(s) during forward/backward",
-                 {"largest_layer_params_per_gpu": int(sp.largest)})
-    if plan.fp8 == "te" and not plan.fp8_allgather and not plan.offload_params:
-        # Transformer Engine casts each weight to FP8 once per step and keeps the FP8 copy and its
-        # transpose for the remaining micro batches and the backward (is_first_microbatch caching)
-        gathered += 2 * sp.linear / (plan.dp_size * plan.cp if plan.zero == 3 else 1)
-    gline.bytes = gathered
-    gline.formula += "; FP8 weight copies (TE: weight + transpose, 1 B each)" if plan.fp8 == "te" else ""
+    gathered, gform = _gathered(sp, plan)
+    gline = Line("gathered_params", gathered, gform, {"largest_layer_params_per_gpu": int(sp.largest)})
     bucket, bform = _buckets(plan, sp.trainable)
     bline = Line("comm_buckets", bucket, bform, {"dp_cp": plan.dp_size * plan.cp, "framework": plan.framework})
     temps = 0.0
@@ -361,6 +391,12 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     # accumulation over micro batches); PyTorch frees them after the step (set_to_none).
     persistent = plan.framework != "torch" or plan.num_microbatches > 1 or plan.pp > 1
     grads_fb = sb["gradients"] if persistent or plan.optimizer_in_backward else sp.head_params * plan.grad_bytes
+    gnote = "" if grads_fb == sb["gradients"] else "; at the loss peak only the head's"
+    if _fsdp_under_pp(plan):
+        # FSDP under a pipeline schedule reduce-scatters only after the stage's last micro batch:
+        # until then every gradient is held unsharded, accumulated in the reduce dtype (fp32)
+        grads_fb = sp.trainable * REDUCE_BYTES
+        gnote = f"; under PP: unsharded until the last micro batch, P_trainable × {REDUCE_BYTES} B (fp32 reduce dtype)"
     base = sb["weights"] + sb["master_weights"] + sb["optimizer_states"]
     fb_transient = act.bytes + loss.bytes + gathered
     fb = base + grads_fb + bucket + fb_transient
@@ -382,29 +418,110 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
             comms.append("embedding")
     lines = list(states)
     if phase == "forward/backward":
-        lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula
-                                       + ("" if grads_fb == sb["gradients"] else "; at the loss peak only the head's"))
+        lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula + gnote)
         lines += [act, loss, gline, bline, dataclasses.replace(tline, bytes=0.0)]
     else:
         lines += [dataclasses.replace(act, bytes=0.0), dataclasses.replace(loss, bytes=0.0),
                   dataclasses.replace(gline, bytes=0.0), bline, tline]
-    lines += [
-        Line("allocator_reserve", gap, f"reserved − allocated: {RESERVE_TRANSIENT:g} × short-lived blocks"
-             f" + {RESERVE_PERSISTENT:g} × the rest", {"fraction_transient": RESERVE_TRANSIENT}),
-        Line("cuda_context", CUDA_CONTEXT, "CUDA context + cuBLAS workspace (lazy module loading)", {}),
+    ctx = CUDA_CONTEXT_BY_GPU.get((plan.gpu_kind or "").lower(), CUDA_CONTEXT)
+    managed = _managed_line(sp, plan)
+    outside = [
+        Line("cuda_context", ctx, "CUDA context + cuBLAS workspace" + (f" ({plan.gpu_kind})" if plan.gpu_kind else
+                                                                        " (lazy module loading)"), {}),
         Line("nccl_buffers", NCCL_PER_COMM * len(comms), "NCCL buffers × communicators",
              {"communicators": comms, "per_communicator": NCCL_PER_COMM}),
+        managed,
     ]
+    lines += [Line("allocator_reserve", gap, f"reserved − allocated: {RESERVE_TRANSIENT:g} × short-lived blocks"
+                   f" + {RESERVE_PERSISTENT:g} × the rest", {"fraction_transient": RESERVE_TRANSIENT})] + outside
+    outside_bytes = sum(x.bytes for x in outside)
+    host = host_lines(sp, plan)
     layers = len(_stage_range(m, plan, stage)) if m is not None else None
     return {"stage": stage, "layers": layers, "params_per_gpu": int(sp.trainable + sp.frozen), "phase": phase,
             "allocated": int(allocated), "reserved": int(allocated + gap),
-            "device": int(allocated + gap + CUDA_CONTEXT + NCCL_PER_COMM * len(comms)),
-            "phases": {"forward_backward": int(fb), "optimizer_step": int(step)}, "lines": lines,
+            "device": int(allocated + gap + outside_bytes),
+            "outside_allocator": int(outside_bytes), "host": int(sum(x.bytes for x in host)),
+            "phases": {"forward_backward": int(fb), "optimizer_step": int(step)}, "lines": lines, "host_lines": host,
             "first_step_allocated": int(allocated - (sb["optimizer_states"] + sb["master_weights"] if phase == "forward/backward" else 0))}
 
 
+def _fsdp_under_pp(plan: Plan) -> bool:
+    """torchtitan's FSDP2 with pipeline parallelism: ``reshard_after_forward`` off (``"default"``
+    turns it off when PP is on) and gradient sync only on the last micro batch's backward
+    (torch.distributed.pipelining calls ``set_requires_gradient_sync(last_backward)``)."""
+    return plan.framework == "torch" and plan.zero == 3 and plan.pp > 1 and not plan.offload_params
+
+
+def _gathered(sp: StageParams, plan: Plan) -> tuple[float, str]:
+    """Unsharded weights ZeRO-3 / FSDP hold during forward/backward, with FP8 weight copies."""
+    gathered, form = 0.0, "no gathered weights (weights not sharded)"
+    wg = 1 if plan.fp8_allgather else (4 if plan.precision == "fp32" else 2)
+    if _fsdp_under_pp(plan):
+        # the stage's weights stay gathered across its micro batches (at their stored dtype; a
+        # LoRA base quantised, the adapters 16-bit), plus one layer's 16-bit gradient before it is
+        # cast into the fp32 accumulator
+        frozen = sp.frozen_bytes if plan.lora_rank else 0.0
+        gathered = sp.trainable * wg + frozen + 2 * sp.largest * (0 if plan.lora_rank else 1)
+        form = "under PP: the stage's weights unsharded between micro batches (reshard_after_forward off)"
+    elif plan.zero == 3 or plan.offload_params:
+        if plan.lora_rank:
+            # a frozen base is gathered at its stored dtype (NF4/int8 under QLoRA) and has no
+            # gradient: this layer and the prefetched next one
+            gathered = 2 * sp.largest_frozen_bytes
+            form = f"frozen base gathered at its stored dtype ({plan.base_quant if plan.base_quant != 'none' else 'bf16'}): this + next layer"
+        else:
+            per = 4.0 if plan.framework == "deepspeed" else 2 * wg + 2  # DeepSpeed: 4·L_max; FSDP: this + next layer + grads
+            gathered = per * sp.largest
+            form = "unsharded largest layer(s) during forward/backward"
+    if plan.fp8 == "te" and not plan.fp8_allgather and not plan.offload_params:
+        # Transformer Engine casts each weight to FP8 once per step and keeps the FP8 copy and its
+        # transpose for the remaining micro batches and the backward (is_first_microbatch caching)
+        gathered += 2 * sp.linear / (plan.dp_size * plan.cp if plan.zero == 3 else 1)
+        form += "; FP8 weight copies (TE: weight + transpose, 1 B each)"
+    return gathered, form
+
+
+def _paged(plan: Plan) -> bool:
+    return plan.optimizer.startswith("paged") and not plan.offload_optimizer
+
+
+def _managed_line(sp: StageParams, plan: Plan) -> Line:
+    """CUDA managed memory on the device: a paged optimizer's working set.
+
+    bitsandbytes' paged optimizers (PagedAdamW8bit, torchtune's low-memory recipes) allocate their
+    state with ``cudaMallocManaged`` outside the caching allocator; the driver evicts its pages to
+    host memory under pressure and brings a parameter's state back (prefetched) for its update.
+    What must fit on the device is that working set: the state of the largest unit."""
+    if not _paged(plan):
+        return Line("managed_memory", 0.0, "no managed memory", {})
+    k = OPT_BYTES[plan.optimizer]
+    return Line("managed_memory", k * sp.largest, f"paged optimizer working set: largest unit × {k} B",
+                {"largest_params_per_gpu": int(sp.largest)})
+
+
+def host_lines(sp: StageParams, plan: Plan) -> list[Line]:
+    """Host memory one GPU's process needs for what lives off the device (CPU offload, paged state)."""
+    out: list[Line] = []
+    dense = _state_bytes(sp.trainable - sp.expert, sp.frozen_bytes - sp.expert_frozen_bytes, plan, expert=False)
+    routed = _state_bytes(sp.expert, sp.expert_frozen_bytes, plan, expert=True)
+    part = {k: dense[k][0] + routed[k][0] for k in dense}
+    shard_opt = _shards(plan)[1]
+    if plan.offload_params:
+        out.append(Line("weights", part["weights"], "offloaded weights (16-bit, sharded)", {}))
+    if plan.offload_optimizer:
+        out.append(Line("master_weights", part["master_weights"], "offloaded fp32 master weights", {}))
+        out.append(Line("optimizer_states", part["optimizer_states"], f"offloaded optimizer state ({plan.optimizer})", {}))
+    if plan.offload_grads or plan.offload_optimizer and plan.zero >= 1:
+        # the CPU optimizer steps on fp32 gradients (DeepSpeed's partition, FSDP's CPU grads)
+        out.append(Line("gradients", 4 * sp.trainable / shard_opt, "offloaded fp32 gradients, P_trainable × 4 B / shard", {}))
+    if _paged(plan):
+        out.append(Line("optimizer_states", part["optimizer_states"],
+                        "paged optimizer state (managed memory; evicted to host under pressure)", {}))
+    return out
+
+
 OVERHEADS = ("gathered_params", "comm_buckets", "optimizer_step_temporaries", "allocator_reserve", "cuda_context",
-             "nccl_buffers")
+             "nccl_buffers", "managed_memory")
 
 
 def stage_lines(m: ModelSpec | None, params: float | None, plan: Plan, stage: int) -> list[Line]:
@@ -433,12 +550,25 @@ def estimate(m: ModelSpec | None, plan: Plan, *, params: float | None = None,
         "peak": {"phase": worst["phase"], "allocated": worst["allocated"], "reserved": worst["reserved"],
                  "device": breakdown["total"], **{f"{k}_allocated": v for k, v in worst["phases"].items()}},
         "stage_totals": {str(x["stage"]): x["device"] for x in per_stage},
-        "stages": [{k: v for k, v in x.items() if k != "lines"} for x in per_stage],
+        "stages": [{k: v for k, v in x.items() if k not in ("lines", "host_lines")} for x in per_stage],
+        "memory": placement(worst, plan),
         "params_total": int(m.total_params()) if m is not None else int(params or 0),
         "gpu_memory": gpu_memory,
     }
     out.update(verdict(breakdown, gpu_memory))
     return out
+
+
+def placement(stage: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """Where the worst stage's bytes live: the caching allocator (reserved), the device outside it
+    (CUDA context, NCCL buffers, managed memory), and host RAM (offload, paged state) per GPU and
+    per node. The verdict judges the device; host RAM is what the node must have besides."""
+    host = stage["host"]
+    per_node = min(plan.gpus_per_node, plan.world)
+    return {"device": stage["device"], "allocator_reserved": stage["reserved"],
+            "outside_allocator": stage["outside_allocator"], "host_per_gpu": host,
+            "host_per_node": host * per_node, "gpus_per_node": per_node,
+            "host_lines": [x.to_dict() for x in stage["host_lines"]]}
 
 
 def verdict(breakdown: dict[str, int], gpu_memory: int | None) -> dict[str, Any]:

@@ -116,6 +116,9 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
                                          or checks.failing(issues)):
         suggestions = search.suggest(m, p, gpu_memory)
     smallest = search.smallest_gpu_count(m, p, gpu_memory) if (search_gpus and gpu_memory and m is not None) else None
+    if any(i.check in checks.INVALID for i in checks.failing(issues)):
+        # the framework refuses the plan at launch: no memory verdict stands beside that
+        est.update(verdict="invalid-plan", oom_when=None)
     bad = checks.failing(issues) or est["verdict"] == "out-of-memory"
     status = "fail" if bad else ("warn" if issues or est["verdict"] in ("tight", "unknown") else "pass")
     from llmdiag.result import SCHEMA_VERSION

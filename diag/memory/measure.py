@@ -371,3 +371,76 @@ def compare_sac(cfg: dict[str, Any]) -> dict[str, float]:
     m, plan = spec_and_plan(cfg)
     got = measure_sac_layer_bytes(s=cfg["s"], b=cfg["b"], h=cfg["h"], a=cfg["a"], kv=cfg["kv"], ffn=cfg["ffn"])
     return {**got, "estimate": layer_bytes(m, plan, device="cpu")}
+
+
+# ---- FSDP2 under a pipeline schedule: what stays live across micro batches ----------------------
+# Two gloo ranks shard a stack of bias-free linears with FSDP2 (bf16 compute, fp32 reduce), run a
+# whole step first (lazy initialisation outside the reading), then two micro batches with the
+# settings torch.distributed.pipelining applies before every backward but the last
+# (set_is_last_backward/set_reshard_after_backward/set_requires_gradient_sync False; with PP
+# torchtitan also turns reshard_after_forward off), or plain FSDP steps; rank 0 prints the bytes of
+# the distinct tensor storages alive at the end above those alive at the start (a census of every
+# tensor the garbage collector sees: deterministic, where the profiler's allocator record misses
+# frees that gloo's threads make).
+_FSDP_SCRIPT = r"""
+import gc, json, sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+dist.init_process_group("gloo")
+h, layers, pp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "pp"
+torch.manual_seed(0)
+model = nn.Sequential(*[nn.Linear(h, h, bias=False) for _ in range(layers)])
+mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+for m in list(model) + [model]:
+    fully_shard(m, mp_policy=mp, reshard_after_forward=not pp)
+x = torch.randn(8, h)
+model(x).float().sum().backward()
+model.zero_grad(set_to_none=True)
+if pp:
+    model.set_is_last_backward(False)
+    model.set_reshard_after_backward(False)
+    model.set_requires_gradient_sync(False)
+
+
+def live() -> dict[int, int]:
+    gc.collect()
+    out = {}
+    for o in gc.get_objects():
+        try:
+            if torch.is_tensor(o) and o.device.type == "cpu":
+                st = o.untyped_storage()
+                out[st.data_ptr()] = st.nbytes()
+        except Exception:  # a tensor subclass without one storage (DTensor wraps a local tensor, counted itself)
+            pass
+    return out
+
+
+before = live()
+for _ in range(2):
+    model(x).float().sum().backward()
+after = live()
+end = sum(n for ptr, n in after.items() if before.get(ptr) != n)
+if dist.get_rank() == 0:
+    print(json.dumps({"end": end, "params": h * h * layers}))
+dist.destroy_process_group()
+"""
+
+
+def measure_fsdp_microbatches(*, h: int, layers: int, pp: bool, ranks: int = 2) -> dict[str, float]:
+    """Live bytes on rank 0 after two micro batches of FSDP2 over ``ranks`` gloo processes, as
+    under a pipeline schedule (``pp``) or plain FSDP."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "fsdp_step.py")
+        with open(script, "w") as f:
+            f.write(_FSDP_SCRIPT)
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                              f"--nproc-per-node={ranks}", script, str(h), str(layers), "pp" if pp else "flat"],
+                             capture_output=True, text=True, env=env, timeout=300, check=True)
+    return json.loads([x for x in out.stdout.splitlines() if x.startswith("{")][-1])

@@ -24,6 +24,9 @@ QUANT = ("none", "nf4", "int8")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach")
 
 
+MAX_WORLD = 2**20  # GPUs: ten times the largest clusters built; bounds the search's run time
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     tp: int = 1
@@ -70,6 +73,8 @@ class Plan:
     ds_allgather_bucket: float = 0.0  # DeepSpeed allgather_bucket_size (elements, ZeRO 1/2)
     ds_prefetch_bucket: float = 0.0  # DeepSpeed stage3_prefetch_bucket_size (elements)
     pp_layers: tuple[int, ...] | None = None  # explicit layers per pipeline stage (uneven split)
+    deepspeed_engine: bool = False  # Megatron-DeepSpeed: Megatron's model under DeepSpeed's engine and optimizer
+    gpu_kind: str | None = None  # GPU generation (v100, a100, h100 ...): sets the CUDA context size
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "seq_len", "gpus_per_node"):
@@ -84,6 +89,8 @@ class Plan:
             raise UsageError("plan: dp is 'auto' but no world size is known (give --world-size or --dp N)")
         if self.world_size is not None and self.world_size < 1:
             raise UsageError(f"plan: world size must be >= 1, got {self.world_size}")
+        if self.world > MAX_WORLD:
+            raise UsageError(f"plan: world size {self.world} is above the {MAX_WORLD} GPUs the estimate plans for")
         if self.global_batch is not None and self.global_batch < 1:
             raise UsageError(f"plan: global batch must be >= 1, got {self.global_batch}")
         if self.zero not in (0, 1, 2, 3):

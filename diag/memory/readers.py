@@ -99,7 +99,7 @@ def from_deepspeed(path: str | Path) -> tuple[Fields, list[str]]:
     cfg = _Tracked(path, "--deepspeed-config", "json")
     flat, used, get = cfg.flat, cfg.used, cfg.get
 
-    out: Fields = {"framework": "deepspeed"}
+    out: Fields = {"framework": "deepspeed", "deepspeed_engine": True}  # with a Megatron YAML: Megatron-DeepSpeed
     if _num(get("zero_optimization.stage")) is not None:
         out["zero"] = int(flat["zero_optimization.stage"])
     if _num(get("zero_optimization.reduce_bucket_size")) is not None:

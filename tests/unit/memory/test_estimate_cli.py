@@ -154,3 +154,37 @@ def test_reports_show_the_peak_phase_stages_and_warnings(tmp_path):
     assert f"Peak in {peak['phase']}" in term and "Per pipeline stage" in term and "(worst)" in term
     # a single stage has no stage table
     assert "Per pipeline stage" not in run("--model", "llama3-8b", "--gpu-memory", "80GiB", "--no-color").stdout
+
+
+def test_world_size_is_capped_with_one_line_and_bounded_time():
+    p = run("--model", "llama2-7b", "--world-size", "1000000000", "--gpu-memory", "80GiB")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "1048576" in p.stderr
+    # the largest allowed world still searches in seconds (divisors up to √n); a timeout fails it
+    p = run("--model", "mixtral-8x7b", "--world-size", "1048576", "--ep", "8", "--gpu-memory", "24GiB",
+            "--search", "--format", "json")
+    assert p.returncode == 1 and json.loads(p.stdout)["verdict"] == "out-of-memory"
+
+
+def test_invalid_plan_never_says_fits():
+    p = run("--model", "llama2-7b", "--tp", "3", "--world-size", "3", "--gpu-memory", "80GiB", "--no-color")
+    assert p.returncode == 2
+    head = p.stdout.splitlines()[0]
+    assert head.startswith("FAIL") and "invalid-plan (heads-tp" in head and "fits" not in head
+    doc = json.loads(run("--model", "llama2-7b", "--tp", "3", "--world-size", "3", "--gpu-memory", "80GiB",
+                         "--format", "json").stdout)
+    assert doc["verdict"] == "invalid-plan" and doc["oom_when"] is None
+
+
+def test_placement_device_outside_allocator_and_host(tmp_path):
+    p = run("--model", "llama3-8b", "--world-size", "8", "--zero", "3", "--offload", "optimizer", "--gpu-kind", "v100",
+            "--gpu-memory", "32GiB", "--format", "json")
+    doc = json.loads(p.stdout)
+    mem = doc["memory"]
+    assert mem["host_per_gpu"] > 0 and mem["host_per_node"] == 8 * mem["host_per_gpu"]
+    assert {x["name"] for x in mem["host_lines"]} == {"master_weights", "optimizer_states", "gradients"}
+    ctx = next(x for x in doc["lines"] if x["name"] == "cuda_context")
+    assert ctx["bytes"] == int(1.2 * 2**30) and mem["outside_allocator"] >= ctx["bytes"]
+    text = run("--model", "llama3-8b", "--world-size", "8", "--zero", "3", "--offload", "optimizer",
+               "--gpu-memory", "32GiB", "--no-color", "--width", "200").stdout
+    assert "in the caching allocator" in text and "host RAM" in text and "per node of 8 GPUs" in text

@@ -68,8 +68,8 @@ def test_deepspeed_and_megatron_readers(tmp_path):
                               "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8},
                               "optimizer": {"type": "AdamW"}, "gradient_accumulation_steps": "auto"}))
     got, warnings = readers.from_deepspeed(ds)
-    assert got == {"framework": "deepspeed", "zero": 2, "bucket_mb": 1000.0, "micro_batch": 4, "global_batch": 256,
-                   "precision": "bf16", "optimizer": "adamw"}
+    assert got == {"framework": "deepspeed", "deepspeed_engine": True, "zero": 2, "bucket_mb": 1000.0, "micro_batch": 4,
+                   "global_batch": 256, "precision": "bf16", "optimizer": "adamw"}
     assert warnings == []
     y = tmp_path / "m.yaml"
     y.write_text("parallel_policy:\n  tensor_model_parallel_size: 8\n  pipeline_model_parallel_size: 4\n"
