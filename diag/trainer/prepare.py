@@ -65,4 +65,5 @@ def prepare(
                         progress(len(chunk))
         f.seek(0)
         f.write(data.pack_header(token_bytes, count))
-    return data.read_header(out)
+    # what was written, not read back: OUTPUT may be a device (/dev/null) or a pipe
+    return data.Header(data.VERSION, token_bytes, count)
