@@ -15,8 +15,13 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("llmdiag.commands.analyze_log") is None,
                        reason="analyze-log (branch logs) is not merged yet: llmdiag.commands.analyze_log not importable"),
 ]
-TINY = ["--nproc", "2", "--threads", "1", "--batch-size", "4", "--seq-len", "32", "--hidden", "32",
-        "--collective-timeout", "3"]
+TINY = ["--nproc", "2", "--threads", "1", "--batch-size", "4", "--seq-len", "32", "--hidden", "32"]
+
+
+def _timeout(spec: str) -> list[str]:
+    """A hang must time out quickly; any other run gets a timeout no loaded machine reaches (a CI run
+    under load 8 on 2 cores timed out a healthy all-reduce at 3 s and found gloo_timeout, not the spike)."""
+    return ["--collective-timeout", "3" if spec.startswith("hang") else "60"]
 CASES = {
     "nan@6": ({"nan_loss"}, 6),
     "spike@8": ({"loss_spike"}, 8),
@@ -30,7 +35,7 @@ CASES = {
 @pytest.mark.parametrize("spec", list(CASES))
 def test_injected_fault_is_diagnosed(tmp_path, spec):
     log = tmp_path / "train.log"
-    subprocess.run(llmdiag_argv("train", *TINY, "--steps", "14", "--inject", spec, "--log-file", str(log)),
+    subprocess.run(llmdiag_argv("train", *TINY, *_timeout(spec), "--steps", "14", "--inject", spec, "--log-file", str(log)),
                    env=cli_env(), capture_output=True, text=True, timeout=90, cwd=tmp_path)
     proc = subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
                           capture_output=True, text=True, timeout=60)
@@ -48,7 +53,8 @@ def test_hang_summary_names_the_suspect_not_the_first_victim(tmp_path):
     """``hang@N:rank=1``: rank 0 times out first and exits first (torchrun's root cause), but rank 1 is the
     one to drain; the summary line, the one people read, names it and the first reporter."""
     log = tmp_path / "train.log"
-    subprocess.run(llmdiag_argv("train", *TINY, "--steps", "14", "--inject", "hang@6:rank=1", "--log-file", str(log)),
+    subprocess.run(llmdiag_argv("train", *TINY, *_timeout("hang"), "--steps", "14", "--inject", "hang@6:rank=1",
+                                "--log-file", str(log)),
                    env=cli_env(), capture_output=True, text=True, timeout=90, cwd=tmp_path)
     doc = json.loads(subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
                                     capture_output=True, text=True, timeout=60).stdout)
