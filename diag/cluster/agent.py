@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmdiag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
+from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, reach, sharedfs
 from llmdiag.cluster.rendezvous import Roster, StoreSession
 from llmdiag.cluster.world import World
 from llmdiag.registry import is_group_probe
@@ -253,7 +253,8 @@ class Agent:
             return False
         self.session.start_heartbeat()
         self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
-                           "pid": os.getpid(), "time": time.time()})
+                           "pid": os.getpid(), "time": time.time(),
+                           "devices": groupbackend.node_devices() if self.wants_group else None})
         self.log(f"{self.ctx.node} joined the rendezvous at {target} as node rank {w.node_rank} of {w.nnodes}")
         if w.is_root:
             ts = clock.TimeServer(token="pending")
@@ -261,7 +262,8 @@ class Agent:
             plan = {"clock_port": ts.port, "ports": portmatrix.choose_ports(*o.port_range, o.max_ports),
                     "sample": o.sample_peers, "full": o.full_matrix, "share_wait_s": o.share_wait_s,
                     "master_port": w.master_port}
-            self.roster = self.session.wait_joins(join_deadline, extra=lambda: dict(plan, left_s=round(self.left(), 3)))
+            self.roster = self.session.wait_joins(join_deadline, extra=lambda: dict(
+                plan, left_s=round(self.left(), 3), group=self._choose_group() if self.wants_group else None))
             ts.token = self.roster.token.encode()
         else:
             self.roster = self.session.wait_roster(self.deadline - 1.0)
@@ -302,6 +304,16 @@ class Agent:
 
         return progress
 
+    @property
+    def wants_group(self) -> bool:
+        """Whether this run builds the process group (a selected probe needs it, or it was asked for)."""
+        return bool(self.group_probes and self.opts.process_group is not False or self.opts.process_group)
+
+    def _choose_group(self) -> dict[str, Any]:
+        """Rank 0: the group's backend from the joined nodes' devices (:mod:`groupbackend`)."""
+        joins = self.session.join_info(self.session.joined())
+        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()})
+
     def budget_left(self) -> float:
         """Seconds a stage may still use before the report must go to rank 0."""
         return self.left(self.reserve_s)
@@ -328,7 +340,7 @@ class Agent:
         t0 = time.monotonic()
         self._port_matrix(plan)
         self.mark("port_matrix", t0)
-        if self.group_probes and self.opts.process_group is not False or self.opts.process_group:
+        if self.wants_group:
             t0 = time.monotonic()
             self._process_group()
             self.mark("process_group", t0)
@@ -403,20 +415,30 @@ class Agent:
         import torch.distributed as dist
 
         ranks = list(self.roster.ranks)
+        choice = (self.roster.extra or {}).get("group") or {"backend": "gloo", "reason": "rank 0 chose none"}
+        backend = choice["backend"]
+        self.meta["group"] = choice
         iface = self.meta["interface"].get("interface")
         if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
             os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo must use the interface that reaches the peers
         try:
             from torch.distributed import PrefixStore
 
-            dist.init_process_group("gloo", store=PrefixStore("llmdiag-pg/", self.session._server),
+            if backend == "nccl":
+                import torch
+
+                torch.cuda.set_device(0)  # this node's rank drives its first visible GPU
+            dist.init_process_group(backend, store=PrefixStore("llmdiag-pg/", self.session._server),
                                     rank=ranks.index(self.world.node_rank), world_size=len(ranks),
                                     timeout=datetime.timedelta(seconds=max(5.0, self.left(5.0) / 2)))
         except Exception as exc:  # noqa: BLE001
-            self.add("process-group", "warn", f"the gloo group over {len(ranks)} nodes could not form: "
+            self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
                      f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
-                     remediation="Set GLOO_SOCKET_IFNAME to the interface the nodes reach each other by.")
+                     remediation="Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface the nodes reach each "
+                                 "other by; NCCL_DEBUG=INFO shows why an NCCL group fails.")
             return
+        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), one rank per "
+                 f"node: {choice['reason']}", data={"backend": backend, "choice": choice})
         self._cleanup.append(lambda: None if self.group_cut else dist.destroy_process_group())
         self.ctx.services["process_group"] = dist.group.WORLD
         self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
