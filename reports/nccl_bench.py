@@ -88,6 +88,8 @@ def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[s
 def world_lines(w: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
     """The run's header: ranks, nodes, backend, device, sizes and iterations, rank placement."""
     sizes = s.get("sizes") or [0]
+    # a run stopped before the ranks met knows only what it asked for
+    w = {**w, **{k: "?" for k in ("world_size", "nodes", "backend", "device", "torch_version") if w.get(k) is None}}
     lines = [
         f"# llmdiag nccl-bench: {w.get('world_size')} rank(s) on {w.get('nodes')} node(s), backend {w.get('backend')}, "
         f"device {w.get('device')}, torch {w.get('torch_version')}"

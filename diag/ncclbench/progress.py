@@ -86,7 +86,7 @@ class Progress:
 
     def stop(self, reason: str, detail: str) -> dict[str, Any]:
         """The ``stopped`` entry of a partial document: why, and what was still running."""
-        planned = (self.world or {}).get("planned_rows")
+        planned = (self.world or {}).get("planned_rows") or (self.measuring or {}).get("planned")
         return {"reason": reason, "detail": detail, "measuring": describe(self.measuring),
                 "rows_measured": len(self.rows), "rows_planned": planned}
 

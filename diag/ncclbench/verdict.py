@@ -238,7 +238,7 @@ def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any],
         "out_of_bounds": wrong_total(rows),
         "expected_busbw": settings.get("expected_busbw_gbps"),
         "straggler": straggler(rank_busbw(plateau_all, n), list(result.get("hosts") or []),
-                               float(settings.get("straggler_fraction", 0.5))),
+                               float(settings.get("straggler_fraction", 0.5))) if plateau_all else None,
         "pairwise": result.get("pairwise"),
     }
     pw = result.get("pairwise")
