@@ -177,3 +177,25 @@ def test_timed_out_launched_run_writes_a_partial_report_and_cleans_up(tmp_path):
     assert len(doc["results"]) == doc["stopped"]["rows_measured"] < 10
     assert not (tmp_path / "doc1.json").exists()  # one report, rank 0's
     assert [p.name for p in tmpdir.iterdir() if p.name.startswith("llmdiag-")] == []
+
+
+def test_sigint_to_a_launched_rank_0_keeps_its_rows(tmp_path):
+    """Under a launcher rank 0 is this process: Ctrl-C there writes its rows (exit 130), and the
+    other rank says its peer left (exit 1), not an internal error."""
+    cfg = write_config(tmp_path, timeout_s=120.0)
+    port = free_port()
+    procs = [subprocess.Popen(rank_argv(cfg, tmp_path / f"doc{k}.json", bench_args=LONG),
+                              env=rank_env(k, 2, "127.0.0.1", port, GLOO_SOCKET_IFNAME="lo"),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for k in range(2)]
+    lines = Lines(procs[0].stderr)
+    with reaped(procs[0]), reaped(procs[1]):
+        sizes = lines.wait_rows(2, timeout=90)
+        procs[0].send_signal(signal.SIGINT)
+        rc0 = procs[0].wait(timeout=60)
+        _, err1 = procs[1].communicate(timeout=60)
+    assert rc0 == 130, lines.rest(5)
+    assert procs[1].returncode == 1 and "a peer left the group" in err1 and "internal error" not in err1, err1
+    doc = json.loads((tmp_path / "doc0.json").read_text())
+    assert doc["stopped"]["reason"] == "interrupted"
+    assert [r["size"] for r in doc["results"]][: len(sizes)] == sizes
