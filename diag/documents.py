@@ -198,6 +198,17 @@ class BenchWorld:
 
 
 @dataclasses.dataclass
+class BenchStop:
+    """Why a run ended before its last row; the rows measured until then are in the document."""
+
+    reason: Literal["interrupted", "timed out", "peer left", "failed"]
+    detail: str
+    measuring: str | None = dataclasses.field(default=None, metadata=_doc("what was running when it stopped"))
+    rows_measured: int = 0
+    rows_planned: int | None = None
+
+
+@dataclasses.dataclass
 class PairLink:
     a: str
     b: str
@@ -263,6 +274,7 @@ class NcclBenchDoc(Header):
     expected_busbw: float | None = dataclasses.field(default=None, metadata=_doc("--expect-busbw, GB/s"))
     straggler: Straggler | None = None
     pairwise: Pairwise | None = None
+    stopped: BenchStop | None = dataclasses.field(default=None, metadata=_doc("a partial run: why it ended early"))
 
     @classmethod
     def build(cls, doc: Mapping[str, Any]) -> NcclBenchDoc:
@@ -280,6 +292,8 @@ class NcclBenchDoc(Header):
         if d.get("pairwise") is not None:
             pw = d["pairwise"]
             d["pairwise"] = Pairwise(**{**pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()]})
+        if d.get("stopped") is not None:
+            d["stopped"] = BenchStop(**d["stopped"])
         return cls(**d)
 
 

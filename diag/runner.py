@@ -129,7 +129,8 @@ def run_probe(probe: Probe, ctx: Context) -> list[Result]:
     if t.is_alive():
         return [
             _error_result(
-                probe.name, ctx, f"timed out after {_fmt_s(probe.timeout_s)} s", "probe-timeout",
+                probe.name, ctx, f"timed out after {_fmt_s(probe.timeout_s)} s"
+                + (f" ({note})" if (note := getattr(probe, "timeout_note", None)) else ""), "probe-timeout",
                 f"Find what blocks the '{probe.name}' probe (a hung mount, driver or network call); "
                 f"rerun with --skip {probe.name} to go on without it.",
             )
@@ -218,9 +219,10 @@ def run_probes(
 class _TimeoutOverride:
     """A probe with its deadline replaced (``--timeout``, a cluster stage's share of the budget)."""
 
-    def __init__(self, probe: Probe, timeout_s: float):
+    def __init__(self, probe: Probe, timeout_s: float, note: str | None = None):
         self._probe = probe
         self.timeout_s = float(timeout_s)
+        self.timeout_note = note  # where the deadline came from, for the timeout message
 
     def __getattr__(self, name):
         return getattr(self._probe, name)
@@ -229,6 +231,7 @@ class _TimeoutOverride:
         return self._probe.run(ctx)
 
 
-def with_timeout(probe: Probe, timeout_s: float) -> Probe:
-    """``probe`` with the deadline ``timeout_s`` (everything else unchanged)."""
-    return _TimeoutOverride(probe, timeout_s)  # type: ignore[return-value]
+def with_timeout(probe: Probe, timeout_s: float, note: str | None = None) -> Probe:
+    """``probe`` with the deadline ``timeout_s`` (everything else unchanged); ``note`` says where
+    it came from (a share of a budget) in the timeout message."""
+    return _TimeoutOverride(probe, timeout_s, note)  # type: ignore[return-value]

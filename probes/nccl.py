@@ -54,7 +54,10 @@ class NcclBenchProbe(BaseProbe):
         settings = probe_settings(section)
         group = ctx.services.get("process_group")
         if group is not None:
-            doc, where = self._in_group(ctx, group, settings), "cluster process group"
+            import torch.distributed as dist
+
+            where = f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
+            doc = self._in_group(ctx, group, settings)
             yield from self._group_results(ctx, doc, where)
             return
         elif ctx.config.has_section("nccl_bench"):

@@ -44,7 +44,8 @@ class SmokeTrainProbe(BaseProbe):
         if group is not None:
             import torch.distributed as dist
 
-            ranks, where = self._in_group(group, steps, inject), "cluster process group"
+            ranks = self._in_group(group, steps, inject)
+            where = f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
             me = dist.get_rank(group)
         elif smoke.get("enabled"):
             got = self._local(ctx, steps, int(smoke.get("nproc") or 2), float(smoke.get("timeout_s") or 90), inject)

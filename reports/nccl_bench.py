@@ -50,10 +50,8 @@ def _sizes(sizes: list[int]) -> str:
     return format_size(sizes[0]) if len(sizes) == 1 else f"{format_size(sizes[0])}..{format_size(sizes[-1])}"
 
 
-def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[str]:
-    """One collective's nccl-tests-style table with its footer."""
-    name = collective["collective"]
-    rows = [r for r in doc["results"] if r["collective"] == name]
+def table_head(name: str) -> list[str]:
+    """The header lines of one collective's table."""
     group = len(_CELL.format("", "", "", ""))
     left = _LEFT.format("", "", "", "", "")
     lines = [
@@ -63,9 +61,19 @@ def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[s
         _hash(_LEFT.format("size", "count", "type", "redop", "root") + _CELL.format("time", "algbw", "busbw", "#wrong") * 2),
         _hash(_LEFT.format("(B)", "(elements)", "", "", "") + _CELL.format("(us)", "(GB/s)", "(GB/s)", "") * 2),
     ]
-    for r in rows:
-        lines.append(_LEFT.format(r["size"], r["count"], r["type"], r["redop"], r["root"])
-                     + _cell(r.get("out_of_place")) + _cell(r.get("in_place")))
+    return [ln.rstrip() for ln in lines]
+
+
+def row_line(r: Mapping[str, Any]) -> str:
+    """One measured row, as nccl-tests prints it."""
+    return (_LEFT.format(r["size"], r["count"], r["type"], r["redop"], r["root"])
+            + _cell(r.get("out_of_place")) + _cell(r.get("in_place"))).rstrip()
+
+
+def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[str]:
+    """One collective's nccl-tests-style table with its footer."""
+    name = collective["collective"]
+    lines = table_head(name) + [row_line(r) for r in doc["results"] if r["collective"] == name]
     wrong = collective["wrong"]
     lines += [
         f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
@@ -77,9 +85,11 @@ def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[s
     return [ln.rstrip() if not ln.startswith("# Avg") else ln for ln in lines]
 
 
-def header_lines(doc: Mapping[str, Any]) -> list[str]:
-    w, s = doc["world"], doc["spec"]
+def world_lines(w: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    """The run's header: ranks, nodes, backend, device, sizes and iterations, rank placement."""
     sizes = s.get("sizes") or [0]
+    # a run stopped before the ranks met knows only what it asked for
+    w = {**w, **{k: "?" for k in ("world_size", "nodes", "backend", "device", "torch_version") if w.get(k) is None}}
     lines = [
         f"# llmdiag nccl-bench: {w.get('world_size')} rank(s) on {w.get('nodes')} node(s), backend {w.get('backend')}, "
         f"device {w.get('device')}, torch {w.get('torch_version')}"
@@ -92,6 +102,35 @@ def header_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"#  Rank {rank:2d} on {host}")
     lines.append("#")
     return lines
+
+
+def header_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = world_lines(doc["world"], doc["spec"])
+    stop = doc.get("stopped")
+    if stop:
+        planned = f" of {stop['rows_planned']}" if stop.get("rows_planned") else ""
+        lines += [f"# PARTIAL RUN ({stop['reason']}): {stop['rows_measured']}{planned} rows measured"
+                  + (f"; still running: {stop['measuring']}" if stop.get("measuring") else ""), "#"]
+    return lines
+
+
+class LiveTable:
+    """Lines to print as a run reports its progress (:mod:`llmdiag.ncclbench.progress` records):
+    the header once the ranks have met, a table head per collective, then each row."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.spec = spec
+        self.collective: str | None = None
+
+    def lines(self, rec: Mapping[str, Any]) -> list[str]:
+        if "world" in rec:
+            return world_lines(rec["world"], self.spec)
+        if "row" in rec:
+            row = rec["row"]
+            head = [] if row["collective"] == self.collective else table_head(row["collective"])
+            self.collective = row["collective"]
+            return head + [row_line(row)]
+        return []
 
 
 def pairwise_lines(pw: Mapping[str, Any]) -> list[str]:

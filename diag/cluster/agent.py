@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmdiag.cluster import clock, facts, gather, merge, portmatrix, reach, sharedfs
+from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, reach, sharedfs
 from llmdiag.cluster.rendezvous import Roster, StoreSession
 from llmdiag.cluster.world import World
 from llmdiag.registry import is_group_probe
@@ -58,12 +58,47 @@ def _import_torch_distributed() -> None:
         pass
 
 
-def bounded(probes: Sequence, seconds: float) -> list:
-    """``probes`` with their deadlines capped at ``seconds`` (the cluster budget's share)."""
+def bounded(probes: Sequence, seconds: float, note: str | None = None) -> list:
+    """``probes`` with their deadlines capped at ``seconds`` (the cluster budget's share, which
+    ``note`` explains in a timeout message)."""
     from llmdiag.runner import with_timeout
 
     cap = max(1.0, seconds)
-    return [p if p.timeout_s <= cap else with_timeout(p, cap) for p in probes]
+    return [p if p.timeout_s <= cap else with_timeout(p, cap, note) for p in probes]
+
+
+class _GroupGuard:
+    """A group probe whose collective fails because a peer left (or the group's timeout passed)
+    gives a result that says so and names the node that left, instead of "probe raised
+    RuntimeError ... report it" on every healthy node: the node that died is the finding, and
+    it is reported as such by rank 0 (its report never came)."""
+
+    def __init__(self, probe, who_left: Callable[[str], list[str]]) -> None:
+        self._probe = probe
+        self._who_left = who_left
+
+    def __getattr__(self, name):
+        return getattr(self._probe, name)
+
+    def run(self, ctx):
+        from llmdiag.ncclbench import failures
+
+        try:
+            yield from self._probe.run(ctx)
+        except RuntimeError as exc:
+            kind = failures.collective_failure(exc)
+            if kind is None:
+                raise
+            line = failures.first_line(exc)
+            if kind == failures.PEER_LEFT:
+                left = self._who_left(str(exc))
+                who = ", ".join(left) if left else "a node"
+                summary = f"not completed: {who} left the group mid-collective (its process or host died): {line}"
+            else:
+                summary = f"not completed: a collective passed the group's timeout (a peer stalled): {line}"
+            yield Result(probe=self._probe.name, check="group", node=ctx.node, status=Status.SKIP, summary=summary,
+                         runbook="cluster-node-died", data={"group_failure": kind},
+                         remediation="The node named is the finding (see its entry); rerun once it is back.")
 
 
 class Agent:
@@ -109,7 +144,11 @@ class Agent:
         # Local probes share the run's budget: they end in time for the group probes' share
         # (when there are any) and for the report to reach rank 0.
         group_share = 0.4 * self.opts.timeout_s if self.group_probes else 0.0
-        local_probes = bounded(self.local_probes, self.opts.timeout_s - self.reserve_s - group_share)
+        total = self.opts.timeout_s
+        local_probes = bounded(self.local_probes, total - self.reserve_s - group_share,
+                               f"the local probes' share of cluster.timeout_s = {total:g} s: less {self.reserve_s:.1f} s "
+                               "to send the report" + (f" and {group_share:.1f} s for the group probes" if group_share
+                                                       else ""))
         done: dict[str, list[Result]] = {}  # what each finished probe found, as it finishes
 
         def progress(event: str, name: str, res) -> None:
@@ -253,7 +292,8 @@ class Agent:
             return False
         self.session.start_heartbeat()
         self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
-                           "pid": os.getpid(), "time": time.time()})
+                           "pid": os.getpid(), "time": time.time(),
+                           "devices": groupbackend.node_devices() if self.wants_group else None})
         self.log(f"{self.ctx.node} joined the rendezvous at {target} as node rank {w.node_rank} of {w.nnodes}")
         if w.is_root:
             ts = clock.TimeServer(token="pending")
@@ -261,7 +301,8 @@ class Agent:
             plan = {"clock_port": ts.port, "ports": portmatrix.choose_ports(*o.port_range, o.max_ports),
                     "sample": o.sample_peers, "full": o.full_matrix, "share_wait_s": o.share_wait_s,
                     "master_port": w.master_port}
-            self.roster = self.session.wait_joins(join_deadline, extra=lambda: dict(plan, left_s=round(self.left(), 3)))
+            self.roster = self.session.wait_joins(join_deadline, extra=lambda: dict(
+                plan, left_s=round(self.left(), 3), group=self._choose_group() if self.wants_group else None))
             ts.token = self.roster.token.encode()
         else:
             self.roster = self.session.wait_roster(self.deadline - 1.0)
@@ -302,6 +343,16 @@ class Agent:
 
         return progress
 
+    @property
+    def wants_group(self) -> bool:
+        """Whether this run builds the process group (a selected probe needs it, or it was asked for)."""
+        return bool(self.group_probes and self.opts.process_group is not False or self.opts.process_group)
+
+    def _choose_group(self) -> dict[str, Any]:
+        """Rank 0: the group's backend from the joined nodes' devices (:mod:`groupbackend`)."""
+        joins = self.session.join_info(self.session.joined())
+        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()})
+
     def budget_left(self) -> float:
         """Seconds a stage may still use before the report must go to rank 0."""
         return self.left(self.reserve_s)
@@ -328,7 +379,7 @@ class Agent:
         t0 = time.monotonic()
         self._port_matrix(plan)
         self.mark("port_matrix", t0)
-        if self.group_probes and self.opts.process_group is not False or self.opts.process_group:
+        if self.wants_group:
             t0 = time.monotonic()
             self._process_group()
             self.mark("process_group", t0)
@@ -355,8 +406,8 @@ class Agent:
                     if sharedfs.write_token(path, self.roster.token, i, track, per_path):
                         written[path] = i
             s.put("share/tokens", written)
-        arrived, _ = s.barrier("share-written", ranks, self.deadline - 2.0)
-        if 0 not in arrived:
+        arrived = self._stage_barrier("share-written", "shared-paths")
+        if arrived is None or 0 not in arrived:
             return
         tokens = s.get("share/tokens") if s.has("share/tokens") else {}
         if not self.world.is_root:
@@ -377,7 +428,9 @@ class Agent:
         listeners = portmatrix.Listeners(ports, roster.token, me, skip=skip)
         self._cleanup.append(listeners.close)
         s.put(f"listening/{me}", {"busy": sorted(listeners.busy), "skip": skip})
-        arrived, _ = s.barrier("listen", roster.ranks, self.deadline - 2.0)
+        arrived = self._stage_barrier("listen", "port-matrix", need_s=self.opts.connect_timeout_s)
+        if arrived is None:
+            return  # the listeners stay open until this node ends, for peers still probing
         peers = portmatrix.choose_peers(list(roster.ranks), me, int(plan["sample"]), roster.token, bool(plan["full"]))
         peers = [p for p in peers if p in arrived]
         joins = s.join_info(peers)
@@ -397,26 +450,54 @@ class Agent:
         s.barrier("matrix-done", roster.ranks, self.deadline - 2.0)
         listeners.close()
 
+    def _stage_barrier(self, name: str, stage: str, need_s: float = 0.0) -> set[int] | None:
+        """The nodes to run ``stage`` with: those that reached barrier ``name`` and are alive; or
+        None, with a "not run" result, when the barrier closed on the deadline (a live node never
+        came) or too little time is left. A stage run then would test peers that already gave
+        up and closed their side (a healthy node got "refused" on every port that way)."""
+        ranks = set(self.roster.ranks)
+        arrived, died = self.session.barrier(name, ranks, self.deadline - 2.0)
+        late = ranks - arrived - died
+        if late or self.left(2.0) < need_s or self.left(2.0) <= 0:
+            waited = f" (still waiting for {', '.join(self.world.expected_name(r) for r in sorted(late))})" if late else ""
+            self.add(stage, "skip", f"not run: budget used up: cluster.timeout_s = {self.opts.timeout_s:g} s ran out "
+                     f"before the nodes met for it{waited}", runbook="probe-timeout",
+                     remediation="The nodes named missing or dead are the finding; once they are fixed this stage "
+                                 "runs. Raise cluster.timeout_s if every node is healthy but slow.",
+                     data={"not_run": "budget used up", "late": sorted(late), "died": sorted(died)})
+            return None
+        return arrived - died
+
     def _process_group(self) -> None:
         import datetime
 
         import torch.distributed as dist
 
         ranks = list(self.roster.ranks)
+        choice = (self.roster.extra or {}).get("group") or {"backend": "gloo", "reason": "rank 0 chose none"}
+        backend = choice["backend"]
+        self.meta["group"] = choice
         iface = self.meta["interface"].get("interface")
         if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
             os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo must use the interface that reaches the peers
         try:
             from torch.distributed import PrefixStore
 
-            dist.init_process_group("gloo", store=PrefixStore("llmdiag-pg/", self.session._server),
+            if backend == "nccl":
+                import torch
+
+                torch.cuda.set_device(0)  # this node's rank drives its first visible GPU
+            dist.init_process_group(backend, store=PrefixStore("llmdiag-pg/", self.session._server),
                                     rank=ranks.index(self.world.node_rank), world_size=len(ranks),
                                     timeout=datetime.timedelta(seconds=max(5.0, self.left(5.0) / 2)))
         except Exception as exc:  # noqa: BLE001
-            self.add("process-group", "warn", f"the gloo group over {len(ranks)} nodes could not form: "
+            self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
                      f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
-                     remediation="Set GLOO_SOCKET_IFNAME to the interface the nodes reach each other by.")
+                     remediation="Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface the nodes reach each "
+                                 "other by; NCCL_DEBUG=INFO shows why an NCCL group fails.")
             return
+        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), one rank per "
+                 f"node: {choice['reason']}", data={"backend": backend, "choice": choice})
         self._cleanup.append(lambda: None if self.group_cut else dist.destroy_process_group())
         self.ctx.services["process_group"] = dist.group.WORLD
         self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
@@ -437,6 +518,11 @@ class Agent:
         out: list[Result] = []
         for p in self.group_probes:
             left = self.budget_left()
+            if self.group_cut:
+                out.append(Result(probe=p.name, check="probe", node=self.ctx.node, status=Status.SKIP,
+                                  summary="not run: the group broke during an earlier group probe (a peer left or "
+                                          "a collective was cut)", runbook="cluster-node-died"))
+                continue
             if left < 1.0:
                 out.append(Result(probe=p.name, check="probe", node=self.ctx.node, status=Status.FAIL,
                                   summary=f"not run: cluster.timeout_s = {self.opts.timeout_s:g} s was used up "
@@ -445,11 +531,28 @@ class Agent:
                 continue
             self.log(f"running the group probe {p.name} across {len(self.roster.ranks)} nodes "
                      f"(at most {min(p.timeout_s, left):.0f} s)")
-            res = list(run_probes(bounded([p], left), self.ctx, parallel=1).results)
+            note = (f"what was left of cluster.timeout_s = {self.opts.timeout_s:g} s for this group probe, "
+                    f"{self.reserve_s:.1f} s kept to send the report")
+            guarded = _GroupGuard(bounded([p], left, note)[0], self._who_left)
+            res = list(run_probes([guarded], self.ctx, parallel=1).results)
             out += res
-            if any(r.check == "probe" and r.runbook == "probe-timeout" for r in res):
+            if any(r.check == "probe" and r.runbook == "probe-timeout" or r.data.get("group_failure") for r in res):
                 self.group_cut = True  # its collective may still be running: never wait on the group again
         return out
+
+    def _who_left(self, message: str) -> list[str]:
+        """The nodes a collective error points at: gloo names the peer's address in it
+        (``Read error [10.0.0.3]:41234``); else the nodes whose heartbeat has stopped."""
+        import re
+
+        joins = self.session.join_info(self.roster.ranks) if self.session and self.roster else {}
+        by_addr = {j.get("address"): j.get("node") or f"node rank {r}" for r, j in joins.items() if j.get("address")}
+        named = [by_addr[a] for a in dict.fromkeys(re.findall(r"(\d{1,3}(?:\.\d{1,3}){3})", message))
+                 if a in by_addr and by_addr[a] != self.ctx.node]
+        if named:
+            return named
+        return [joins.get(r, {}).get("node") or self.world.expected_name(r) for r in self.roster.ranks
+                if r != self.world.node_rank and not self.session.alive(r)] if self.session and self.roster else []
 
     # -- the end -------------------------------------------------------------------------
     def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:

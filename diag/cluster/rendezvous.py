@@ -170,11 +170,15 @@ class StoreSession:
         n = self.world.nnodes
         while time.monotonic() < deadline and self.count("joined") < n:
             time.sleep(poll)
-        ranks = sorted(_rank_list(self.store.get("join/ranks"), n)) if self.has("join/ranks") else []
+        ranks = self.joined()
         # ``extra`` may be a function: its values are taken when the roster is published
         roster = Roster(tuple(ranks), secrets.token_hex(16), n, dict((extra() if callable(extra) else extra) or {}))
         self.put("roster", {"missing": roster.missing, "token": roster.token, "nnodes": n, "extra": roster.extra})
         return roster
+
+    def joined(self) -> list[int]:
+        """The node ranks that have joined so far."""
+        return sorted(_rank_list(self.store.get("join/ranks"), self.world.nnodes)) if self.has("join/ranks") else []
 
     def wait_roster(self, deadline: float) -> Roster | None:
         """Other ranks: rank 0's roster, or None when it never came (rank 0 gone or too slow)."""

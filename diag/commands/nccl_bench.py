@@ -70,8 +70,11 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     sendrecv) and print nccl-tests' table: algbw, busbw and #wrong, out-of-place and in-place.
 
     Runs as one rank under torchrun / srun / mpirun, or standalone (one process per local GPU,
-    or --nproc CPU processes with gloo). Exit code 1 when the plateau busbw misses the
-    expectation, an element is wrong, a rank fails, or --pairwise finds a slow node or link.
+    or --nproc CPU processes with gloo). Each row is printed on stderr as it is measured; the
+    report (--format, --output, --csv) comes at the end, or with the rows so far when the run
+    is interrupted (exit 130), times out or loses a rank (exit 1). Exit code 1 when the
+    plateau busbw misses the expectation, an element is wrong, a rank fails, or --pairwise
+    finds a slow node or link.
     """
     import os
 
@@ -106,22 +109,63 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
 
     gpus = launch.cuda_device_count()
     backend_used = launch.resolve_backend(spec.backend, gpus)
+    fits = check_fits if settings["memory_check"] else (lambda *a, **k: None)
     if info.distributed:
-        check_fits(spec, info.world_size or 1, info.local_world_size or 1, backend_used, info.local_rank)
-        result = launch.run_under_launcher(spec, info, env)
-        rank = info.rank
+        fits(spec, info.world_size or 1, info.local_world_size or 1, backend_used, info.local_rank)
+        rank, world = info.rank, info.world_size or 1
     else:
-        n = nproc or (gpus if backend_used == "nccl" else settings["nproc"])
-        check_fits(spec, n, n, backend_used)
-        result = launch.spawn_local(spec, n, env=env)
+        world = nproc or (gpus if backend_used == "nccl" else settings["nproc"])
+        fits(spec, world, world, backend_used)
         rank = 0
+
+    def report(doc) -> None:
+        if rank == 0:
+            emit_doc(doc, fmt, output, width, no_color, env=env, protect=[config_path] if config_path else [])
+            if csv_path:
+                write_csv(doc, csv_path)
+
+    progress = _live_progress(spec)
+
+    def partial(reason: str, detail: str):
+        return verdict.build_doc(progress.result(world_size=world, backend=backend_used), settings,
+                                 progress.stop(reason, detail))
+
+    try:
+        if info.distributed:
+            result = launch.run_under_launcher(
+                spec, info, env, emit=progress.record,
+                on_limit=lambda: report(partial("timed out", f"the run passed timeout_s = {spec.timeout_s:g} s")))
+        else:
+            result = launch.spawn_local(spec, world, env=env, emit=progress.record)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the rows measured so far, then exit 130/143/129
+        report(partial("interrupted", "Ctrl-C (SIGINT)" if type(exc) is KeyboardInterrupt else str(exc)))
+        raise
+    except launch.BenchFailed as exc:
+        from llmdiag.ncclbench.failures import first_line
+
+        report(partial(exc.reason, first_line(exc)))
+        raise
     doc = verdict.build_doc(result, settings)
-    if rank == 0:
-        emit_doc(doc, fmt, output, width, no_color, env=env, protect=[config_path] if config_path else [])
-        if csv_path:
-            write_csv(doc, csv_path)
+    report(doc)
     if doc["status"] == "fail":
         raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def _live_progress(spec):
+    """Rank 0's progress, each row printed on stderr as soon as it is measured (nccl-tests
+    prints as it goes; a long sweep is not silent, and Ctrl-C keeps what was shown)."""
+    import sys
+
+    from llmdiag.ncclbench.progress import Progress
+    from llmdiag.reports.nccl_bench import LiveTable
+
+    table = LiveTable(spec.to_dict())
+
+    def show(rec) -> None:
+        for line in table.lines(rec):
+            print(line, file=sys.stderr, flush=True)
+
+    return Progress(spec, show)
 
 
 def csv_rows(doc) -> tuple[list[str], list[dict]]:

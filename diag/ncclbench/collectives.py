@@ -74,8 +74,9 @@ class Bound:
     """One collective at one size, out-of-place or in-place, bound to real buffers.
 
     ``run()`` issues the operation and returns once this rank's part is done (the timer adds
-    the device synchronisation). ``fill()`` writes the input pattern; ``output`` and
-    ``expected()`` are what the check compares.
+    the device synchronisation). ``fill()`` writes the input pattern; ``output[start:stop]``
+    and ``expected(start, stop)`` are what the check compares, one slice at a time, so the
+    check's int64/float64 temporaries stay a bounded size whatever the message size.
     """
 
     run: Callable[[], Any]
@@ -117,17 +118,16 @@ def bind(coll: Collective, bufs: Buffers, count: int, *, inplace: bool, rank: in
             dist.all_reduce(target, op=redop, group=group)
 
         return Bound(run, lambda: pattern.fill(send, rank, 0, dtype, op), target,
-                     lambda: pattern.reduced(n, 0, c, dtype, op, device))
+                     lambda s, e: pattern.reduced(n, s, e - s, dtype, op, device))
 
     if name == "all_gather":
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         out = bufs.recv[: c * n]
         inp = out[rank * c:(rank + 1) * c] if inplace else bufs.send[:c]
 
-        def expected_gather():
-            import torch
-
-            return torch.cat([pattern.values(r, 0, c, dtype, op, device) for r in range(n)])
+        def expected_gather(s, e):
+            # Chunk r of the output is rank r's input.
+            return by_rank(c, s, e, lambda r, off, k: pattern.values(r, off, k, dtype, op, device))
 
         return Bound(lambda: gather(out, inp, group=group), lambda: pattern.fill(inp, rank, 0, dtype, op), out,
                      expected_gather)
@@ -137,7 +137,7 @@ def bind(coll: Collective, bufs: Buffers, count: int, *, inplace: bool, rank: in
         inp = bufs.send[: c * n]
         out = inp[rank * c:(rank + 1) * c] if inplace else bufs.recv[:c]
         return Bound(lambda: scatter(out, inp, op=redop, group=group), lambda: pattern.fill(inp, rank, 0, dtype, op),
-                     out, lambda: pattern.reduced(n, rank * c, c, dtype, op, device))
+                     out, lambda s, e: pattern.reduced(n, rank * c + s, e - s, dtype, op, device))
 
     if name == "broadcast":
         send, recv = bufs.send[:c], bufs.recv[:c]
@@ -149,16 +149,14 @@ def bind(coll: Collective, bufs: Buffers, count: int, *, inplace: bool, rank: in
             dist.broadcast(target, src=root, group=group)
 
         return Bound(run_bcast, lambda: pattern.fill(send, rank, 0, dtype, op), target,
-                     lambda: pattern.values(root, 0, c, dtype, op, device))
+                     lambda s, e: pattern.values(root, s, e - s, dtype, op, device))
 
     if name == "all_to_all":
         inp, out = bufs.send[: c * n], bufs.recv[: c * n]
 
-        def expected_a2a():
-            import torch
-
+        def expected_a2a(s, e):
             # Chunk r of my output is chunk `rank` of rank r's input.
-            return torch.cat([pattern.values(r, rank * c, c, dtype, op, device) for r in range(n)])
+            return by_rank(c, s, e, lambda r, off, k: pattern.values(r, rank * c + off, k, dtype, op, device))
 
         return Bound(lambda: dist.all_to_all_single(out, inp, group=group),
                      lambda: pattern.fill(inp, rank, 0, dtype, op), out, expected_a2a)
@@ -174,9 +172,21 @@ def bind(coll: Collective, bufs: Buffers, count: int, *, inplace: bool, rank: in
                 work.wait()
 
         return Bound(run_ring, lambda: pattern.fill(send, rank, 0, dtype, op), recv,
-                     lambda: pattern.values(prv, 0, c, dtype, op, device))
+                     lambda s, e: pattern.values(prv, s, e - s, dtype, op, device))
 
     raise KeyError(name)
+
+
+def by_rank(c: int, start: int, stop: int, piece: Callable[[int, int, int], Any]):
+    """Elements ``start:stop`` of an output made of one ``c``-element chunk per rank:
+    ``piece(rank, offset in the chunk, length)`` for each chunk the slice touches, joined."""
+    import torch
+
+    parts = []
+    for r in range(start // c, -(-stop // c)):
+        lo, hi = max(start, r * c), min(stop, (r + 1) * c)
+        parts.append(piece(r, lo - r * c, hi - lo))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def group_peer(group, group_rank: int) -> int:

@@ -62,6 +62,8 @@ register_section(
               "a link below this fraction of the reference bandwidth is slow", min=0.01, max=1.0),
         Field("pairwise_samples", "int", 2, "extra partners measured per suspect node after the ring", min=0,
               max=64),
+        Field("memory_check", "bool", True,
+              "refuse (exit 2) a run whose buffers would not fit in free host/GPU memory"),
         Field("timeout_s", "float", 300.0, "bound on the whole run (rendezvous included)", min=1, max=86400),
         # The preflight probe's short version: small sizes, few iterations.
         Field("probe_max_bytes", "str", "4M", "largest message of the preflight probe", validator=_size_ok),

@@ -60,9 +60,20 @@ def values(rank: int, start: int, count: int, dtype: str, op: str, device):
     return base if _is_unsigned(dtype) else base - 8
 
 
+#: elements per slice of a fill or a check: their int64/float64 temporaries (a few times 8
+#: bytes per element) stay at tens of MiB, where a whole 1 GiB message made them 14x its size
+CHUNK = 1 << 22
+
+
+def chunks(count: int, step: int = CHUNK):
+    """(start, stop) slices covering ``0 .. count``."""
+    return ((s, min(s + step, count)) for s in range(0, count, step))
+
+
 def fill(tensor, rank: int, start: int, dtype: str, op: str) -> None:
-    """Write ``rank``'s pattern into ``tensor`` (positions ``start ..``)."""
-    tensor.copy_(values(rank, start, tensor.numel(), dtype, op, tensor.device).to(tensor.dtype))
+    """Write ``rank``'s pattern into ``tensor`` (positions ``start ..``), a slice at a time."""
+    for s, e in chunks(tensor.numel()):
+        tensor[s:e].copy_(values(rank, start + s, e - s, dtype, op, tensor.device).to(tensor.dtype))
 
 
 def reduced(ranks: int, start: int, count: int, dtype: str, op: str, device):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from llmdiag.ncclbench import pattern
+from llmdiag.ncclbench import pattern, progress
 from llmdiag.ncclbench.collectives import COLLECTIVES, Buffers, bind
 from llmdiag.ncclbench.config import BenchSpec
 from llmdiag.ncclbench.timing import Clock, mean
@@ -35,13 +35,16 @@ def _measure(coll, bufs, count, inplace, spec: BenchSpec, clock: Clock, rank: in
         op.run()
         if spec.inject_corruption and spec.inject_corruption[0] == rank:
             pattern.corrupt(op.output, spec.inject_corruption[1])
-        wrong = pattern.count_wrong(op.output, op.expected(), spec.dtype, n)
+        wrong = sum(pattern.count_wrong(op.output[s:e], op.expected(s, e), spec.dtype, n)
+                    for s, e in pattern.chunks(op.output.numel()))
     return seconds, wrong
 
 
-def sweep(spec: BenchSpec, group, device, rank: int, n: int) -> list[dict[str, Any]]:
-    """All rows of the run (identical on every rank), with per-rank times attached."""
+def sweep(spec: BenchSpec, group, device, rank: int, n: int, emit=None) -> list[dict[str, Any]]:
+    """All rows of the run (identical on every rank), with per-rank times attached; ``emit``
+    (rank 0's, see :mod:`progress`) hears of each row before it is measured and once it is."""
     clock = Clock(group, device)
+    planned = progress.planned_rows(spec, n)
     elsize = pattern.element_size(spec.dtype)
     rows: list[dict[str, Any]] = []
     for name in spec.collectives:
@@ -54,6 +57,9 @@ def sweep(spec: BenchSpec, group, device, rank: int, n: int) -> list[dict[str, A
             continue
         bufs = Buffers(coll, max(counts), n, spec.dtype, device)
         for count in counts:
+            if emit is not None:
+                emit({"measuring": {"collective": name, "size": coll.bytes_for(count, elsize, n),
+                                    "index": len(rows), "planned": planned}})
             t_oop, w_oop = _measure(coll, bufs, count, False, spec, clock, rank, n, group)
             if coll.inplace:
                 t_ip, w_ip = _measure(coll, bufs, count, True, spec, clock, rank, n, group)
@@ -64,6 +70,8 @@ def sweep(spec: BenchSpec, group, device, rank: int, n: int) -> list[dict[str, A
             rows.append(make_row(coll, count, elsize, n, spec, per_rank,
                                  wrong_oop=wrong[0] if w_oop >= 0 else None,
                                  wrong_ip=wrong[1] if w_ip >= 0 else None))
+            if emit is not None:
+                emit({"row": rows[-1]})
         del bufs
     return rows
 

@@ -189,8 +189,27 @@ def findings(doc: Mapping[str, Any], expected: float | None, min_fraction: float
     return out
 
 
-def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``nccl-bench`` document from a run's result and the ``[nccl_bench]`` settings."""
+#: a partial run's ``stopped.reason`` -> the status of its ``run`` finding: Ctrl-C is the
+#: operator's choice (the rows so far are valid), the others mean the collective path broke
+STOP_STATUS = {"interrupted": Status.WARN, "timed out": Status.FAIL, "peer left": Status.FAIL, "failed": Status.FAIL}
+
+
+def stop_finding(stopped: Mapping[str, Any]) -> dict[str, Any]:
+    planned = stopped.get("rows_planned")
+    rows = f"{stopped['rows_measured']} of {planned} rows" if planned else f"{stopped['rows_measured']} row(s)"
+    running = f"; still running: {stopped['measuring']}" if stopped.get("measuring") else ""
+    return _finding("run", STOP_STATUS[stopped["reason"]],
+                    f"{stopped['reason']} after {rows}{running}: {stopped['detail']}",
+                    evidence=[("rows measured", stopped["rows_measured"], planned, "rows")],
+                    remediation=None if stopped["reason"] == "interrupted" else
+                    "Rerun with the size that was running (-b/-e) and NCCL_DEBUG=INFO; "
+                    "`llmdiag nccl-bench --pairwise -e 1M` names a slow or dead node.")
+
+
+def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any],
+              stopped: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``nccl-bench`` document from a run's result and the ``[nccl_bench]`` settings;
+    ``stopped`` (:meth:`Progress.stop`) marks a partial run and adds its ``run`` finding."""
     rows = list(result["rows"])
     n = result["world_size"]
     plateau_n = int(settings.get("plateau_sizes", 3))
@@ -219,12 +238,15 @@ def build_doc(result: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[st
         "out_of_bounds": wrong_total(rows),
         "expected_busbw": settings.get("expected_busbw_gbps"),
         "straggler": straggler(rank_busbw(plateau_all, n), list(result.get("hosts") or []),
-                               float(settings.get("straggler_fraction", 0.5))),
+                               float(settings.get("straggler_fraction", 0.5))) if plateau_all else None,
         "pairwise": result.get("pairwise"),
     }
     pw = result.get("pairwise")
     if pw and len(pw.get("nodes") or ()) >= 2:
         doc["straggler"] = slowest_node(pw) or doc["straggler"]
     doc["findings"] = findings(doc, settings.get("expected_busbw_gbps"), float(settings.get("min_fraction", 0.9)))
+    if stopped is not None:
+        doc["stopped"] = dict(stopped)
+        doc["findings"].insert(0, stop_finding(stopped))
     doc["status"] = Status.worst(Status(f["status"]) for f in doc["findings"]).value
     return D.to_dict(D.NcclBenchDoc.build(doc))

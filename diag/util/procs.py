@@ -259,6 +259,16 @@ def system_tempdir() -> str:
     return _system_tempdir or tempfile.gettempdir()
 
 
+def remove_private_tempdir() -> None:
+    """Remove this run's private temp directory now, for an exit that runs no ``finally``
+    (``os._exit`` from a watchdog thread while the main thread is stuck in native code)."""
+    import shutil
+    import tempfile
+
+    if _system_tempdir is not None and tempfile.tempdir:
+        shutil.rmtree(tempfile.tempdir, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def private_tempdir():
     """Every temporary file of this process (and of its forked workers) in one private

@@ -179,4 +179,7 @@ def test_process_group_service_runs_group_probes_across_nodes(tmp_path):
     assert doc["status"] == "pass", failing(doc)
     nccl = [r for r in doc["results"] if r["probe"] == "nccl" and r["check"] == "all_reduce/correctness"]
     assert sorted(r["node"] for r in nccl) == ["node-0", "node-1", "node-2"]
-    assert all("cluster process group" in r["summary"] for r in nccl)
+    assert all("cluster process group: gloo, 3 rank(s)" in r["summary"] for r in nccl)
+    # CPU hosts: the group is gloo, and the report says why (not what an NCCL job would measure)
+    pg = [r for r in doc["results"] if r["probe"] == "cluster" and r["check"] == "process-group"]
+    assert len(pg) == 3 and all("measure gloo" in r["summary"] and "no node has a GPU" in r["summary"] for r in pg)

@@ -114,3 +114,18 @@ def test_probe_returning_garbage_is_reported():
     report = run_probes([Garbage()], ctx())
     (r,) = report.results
     assert r.status is Status.FAIL and "not Result" in r.summary
+
+
+def test_a_budget_share_says_where_the_deadline_came_from():
+    """A deadline cut from a budget (the cluster agent's share of cluster.timeout_s) is named in
+    the timeout message: "timed out after 0.3 s" alone does not say why 0.3 s."""
+    from llmdiag.cluster.agent import bounded
+
+    sleeper = Sleeps()
+    sleeper.timeout_s = 5.0
+    (capped,) = bounded([sleeper], 1.0, "the local probes' share of cluster.timeout_s = 10 s")
+    report = run_probes([capped], ctx())
+    sleeper.release.set()
+    (r,) = report.results
+    assert r.summary == "timed out after 1 s (the local probes' share of cluster.timeout_s = 10 s)"
+    assert r.runbook == "probe-timeout"
