@@ -531,6 +531,15 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 near = [f for f in errors if f.get("file") == ex.file and (f.get("line") or 0) <= ex.line
                         and (f.get("rank") is None or ex.rank is None or f.get("rank") == ex.rank)]
                 tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
+                if not near and tgt.get("file") not in (None, ex.file):
+                    # another process's file: its error is not this exception's, unless it lists this rank
+                    if not any(ex.rank is not None and ex.rank in f["facts"].get("ranks", ()) for f in errors) \
+                            and not any(f.get("file") == ex.file for f in errors) \
+                            and not _ECHO_EXC.search(ex.facts.get("exception_message", "")):
+                        own = _base("python_exception", ex)  # the only error of its own file: its failure
+                        own["message"] = f"{ex.facts['exception_type']}: {ex.facts['exception_message']}"[:300]
+                        out.append(own)
+                    continue
                 if tgt.get("rank") is None or ex.rank is None or tgt.get("rank") == ex.rank:
                     tgt["facts"].setdefault("exception_type", ex.facts["exception_type"])
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])

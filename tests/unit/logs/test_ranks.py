@@ -220,3 +220,25 @@ def test_async_exception_work_fields(tmp_path):
     err = next(f for f in doc["findings"] if f["kind"] == "nccl_remote_error")
     assert (err["rank"], err["facts"]["seq_num"], err["facts"]["op_type"], err["facts"]["timeout_ms"],
             err["facts"]["numel_out"]) == (2, 4411, "_ALLGATHER_BASE", 1200000, 16384)
+
+
+def test_exception_of_another_file_is_not_the_findings_own(tmp_path):
+    """Rank 5's exception (its own file) does not become the exception of an NCCL error read from another
+    host's file; it stays in exceptions_by_rank."""
+    a = tmp_path / "node-a.log"
+    a.write_text("gpu-a:4411:4470 [1] NCCL INFO misc/socket.cc:565 -> 2\ngpu-a:4411:4470 [1] NCCL INFO "
+                 "bootstrap.cc:275 -> 2\n[rank1]: ValueError: the batch had no tokens\n")
+    b = tmp_path / "node-b.log"
+    b.write_text("[rank5]: Traceback (most recent call last):\n[rank5]:   File \"train.py\", line 3, in <module>\n"
+                 "[rank5]: KeyError: 'input_ids'\n")
+    doc = json.loads(_run([str(a), str(b)], "-f", "json").output)
+    err = next(f for f in doc["findings"] if f["kind"] == "nccl_system_error")
+    assert err["facts"]["exception_type"] == "ValueError"
+    assert set(err["facts"]["exceptions_by_rank"]) == {"1", "5"}
+    c = tmp_path / "node-c.log"  # the NCCL error's file has no exception of its own: rank 5's is not taken,
+    c.write_text(a.read_text().rsplit("\n", 2)[0] + "\n")  # it is rank 5's own failure
+    doc = json.loads(_run([str(c), str(b)], "-f", "json").output)
+    err = next(f for f in doc["findings"] if f["kind"] == "nccl_system_error")
+    assert "exception_type" not in err["facts"]
+    exc = next(f for f in doc["findings"] if f["kind"] == "python_exception")
+    assert (exc["rank"], exc["facts"]["exception_type"]) == (5, "KeyError")
