@@ -52,6 +52,8 @@ _LAST_ERROR_SPAN = 8
 _NOT_LAST_ERROR = ("Exception raised from", "frame #", "Traceback", "[E", "[W")
 #: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
 _FILE_RANK = re.compile(r"(?:rank|worker)[_-]?(\d+)(?!\d)", re.IGNORECASE)
+#: torchrun --log-dir: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{stdout,stderr}.log (a node's ranks, one directory each)
+_LOG_DIR_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/(?:stdout|stderr)\.log(?:\.\w+)?$")
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
@@ -287,7 +289,7 @@ class LogAnalyzer:
         if pre.rank is None:
             rank = self._file_rank.get(file, -1)
             if rank == -1:
-                m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
+                m = _FILE_RANK.search(file.rsplit("/", 1)[-1]) or _LOG_DIR_RANK.search(file)
                 rank = self._file_rank[file] = int(m[1]) if m else None
             if rank is not None:
                 pre = pre._replace(rank=rank)

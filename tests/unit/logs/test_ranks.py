@@ -242,3 +242,18 @@ def test_exception_of_another_file_is_not_the_findings_own(tmp_path):
     assert "exception_type" not in err["facts"]
     exc = next(f for f in doc["findings"] if f["kind"] == "python_exception")
     assert (exc["rank"], exc["facts"]["exception_type"]) == (5, "KeyError")
+
+
+def test_torchrun_log_dir_layout(tmp_path):
+    """``torchrun --log-dir``: each local rank's output in ``RUN/attempt_0/N/{stdout,stderr}.log``, its lines
+    unprefixed: the directory is the rank (progress in stdout, the gloo timeout in stderr)."""
+    paths = []
+    for r, lines in _lines(slow=2, stop=80).items():
+        d = tmp_path / "logs" / "run_x1" / "attempt_0" / str(r)
+        d.mkdir(parents=True)
+        (d / "stdout.log").write_text("\n".join(x for x in lines if "Watchdog" not in x) + "\n")
+        (d / "stderr.log").write_text("" if r == 2 else GLOO.format(r=r).split(": ", 1)[1] + "\n")
+        paths += [str(d / "stdout.log"), str(d / "stderr.log")]
+    doc = json.loads(_run(paths, "-f", "json").output)
+    assert doc["suspect_ranks"] == [2]
+    assert "rank 2's log ends at step 80, the others at 100" in doc["suspect_reason"]
