@@ -74,9 +74,13 @@ END = [
 #: - ``lightning``: Lightning's TQDM bar with ``train_loss`` in its postfix, one ``\r`` segment per
 #:   step, a newline only at the end of each epoch (1000 steps),
 #: - ``torchrun-ranks``: eight ranks of a DDP loop, every line with torchrun's ``[rankN]:`` prefix,
-#:   each rank's progress lines (interleaved across ranks) among the ranks' NCCL INFO lines.
+#:   each rank's progress lines (interleaved across ranks) among the ranks' NCCL INFO lines,
+#: - ``nccl-info-heavy``: as ``megatron-nccl``, but each of the four NCCL INFO lines is drawn afresh
+#:   (any of 64 hosts, 8 devices, their pids and threads, 32 channels; ``Channel 00/0 : 0[0] -> 1[1]
+#:   via P2P/IPC`` and its transports, and one in four NCCL 2.4's cross-node ``Ring 00 : 43 -> 44
+#:   [receive] via NET/Socket/0``, whose ``-> 44`` is no return-code chain), so no two blocks repeat.
 STYLES = ("rank", "timestamped", "megatron", "megatron-prefixed", "megatron-nccl", "hf-trainer",
-          "hf-trainer-quoted", "lightning", "torchrun-ranks")
+          "hf-trainer-quoted", "lightning", "torchrun-ranks", "nccl-info-heavy")
 
 #: the NCCL INFO lines of the megatron-nccl shape: ring/channel set-up of a 2-node job, as NCCL 2.1x-2.2x prints it
 NCCL_CHANNEL = [
@@ -94,7 +98,7 @@ def progress_line(style: str, step: int, tail: str, rnd: random.Random) -> str:
         t = 1714557600 + step // 4
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
         return f"{stamp},{rnd.randint(0, 999):03d} - INFO - step={step} {tail}"
-    if style in ("megatron", "megatron-nccl"):
+    if style in ("megatron", "megatron-nccl", "nccl-info-heavy"):
         return (f" iteration {step:8d}/ 5000000 | consumed samples: {step * 512:12d} | elapsed time per iteration "
                 f"(ms): {1500 + rnd.random() * 10:.1f} | learning rate: 1.500E-04 | global batch size:   512 | "
                 f"lm loss: {3 + rnd.random() * 0.05:.6E} | loss scale: 65536.0 | grad norm: {1 + rnd.random():.3f} | "
@@ -127,6 +131,23 @@ def shape_lines(style: str, state: dict, noise: list[str], rnd: random.Random, t
             state["step"] += 1
             lines.append("[default0]:" + progress_line(style, state["step"], "", rnd))
             lines += rnd.sample(state["channel"], 4)
+        return lines
+    if style == "nccl-info-heavy":
+        vias = ("P2P/IPC", "P2P/IPC/read", "P2P/CUMEM/read", "SHM/direct/direct", "NET/IB/0/GDRDMA")
+        for _ in range(1000):
+            state["step"] += 1
+            lines.append("[default0]:" + progress_line(style, state["step"], "", rnd))
+            for _ in range(4):
+                node, d = rnd.randrange(64), rnd.randrange(8)
+                pid = 10000 + node * 8 + d
+                head = f"gpu-node-{node:03d}:{pid}:{pid + rnd.randrange(1, 400)} [{d}] NCCL INFO "
+                if rnd.random() < 0.25:  # NCCL 2.4: a ring's hop to the next node, global ranks without devices
+                    g = node * 8 + d
+                    lines.append(head + f"Ring {rnd.randrange(4):02d} : {g} -> {(g + 1) % 512} "
+                                        f"[{rnd.choice(('send', 'receive'))}] via NET/Socket/0")
+                else:
+                    lines.append(head + f"Channel {rnd.randrange(32):02d}/0 : {d}[{d}] -> {(d + 1) % 8}[{(d + 1) % 8}] "
+                                        f"via {rnd.choice(vias)}")
         return lines
     if style.startswith("hf-trainer"):
         total = 200000

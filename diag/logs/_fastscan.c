@@ -318,12 +318,14 @@ done:
 /* ---- the keyword prefilter ------------------------------------------------------------ */
 
 #define MAX_KEYWORDS 1024
-enum { T_NONE = 0, T_DIGITS_BLANK = 1 };
+/* a keyword's tail (what follows its literal) and head (what precedes it), as bits of one code */
+enum { T_NONE = 0, T_DIGITS_BLANK = 1, H_COLON_DIGITS = 2 };
 
 typedef struct {
     const unsigned char *s;
     Py_ssize_t n;
     int tail;
+    int head; /* ':' and digits+ before the literal (a source line "file.cc:47"): the match starts at ':' */
 } kw_t;
 
 /* two bytes as one index, in the machine's byte order (the table is built the same way) */
@@ -340,6 +342,11 @@ static inline int is_blank(unsigned char c) { /* re's \s for bytes: [ \t\n\r\f\v
 /* The end of keyword ``k``'s match at ``s`` in a buffer of ``len`` bytes, or -1 (a keyword holds no
  * newline, so a match never leaves its line; the tail's blank may be the line's newline). */
 static Py_ssize_t kw_match(const unsigned char *buf, Py_ssize_t s, Py_ssize_t len, const kw_t *k) {
+    if (k->head) { /* ':' then digits+ (maximal: the literal starts with a non-digit) */
+        if (s >= len || buf[s] != ':' || s + 1 >= len || !is_digit(buf[s + 1])) return -1;
+        s++;
+        while (s < len && is_digit(buf[s])) s++;
+    }
     if (len - s < k->n || memcmp(buf + s, k->s, (size_t)k->n) != 0) return -1;
     Py_ssize_t j = s + k->n;
     if (k->tail == T_NONE) return j;
@@ -392,18 +399,19 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
         Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(anchors_obj, i));
         long t = PyLong_AsLong(PyTuple_GET_ITEM(tails_obj, i));
         if (PyErr_Occurred()) goto done;
-        if (kws[i].n < 2 || a < 0 || a + 2 > kws[i].n || (t != T_NONE && t != T_DIGITS_BLANK) ||
-            memchr(kws[i].s, '\n', (size_t)kws[i].n)) {
+        if (kws[i].n < 2 || a < 0 || a + 2 > kws[i].n || t < 0 || t > (T_DIGITS_BLANK | H_COLON_DIGITS) ||
+            memchr(kws[i].s, '\n', (size_t)kws[i].n) || ((t & H_COLON_DIGITS) && is_digit(kws[i].s[0]))) {
             PyErr_SetString(PyExc_ValueError, "a keyword has at least 2 bytes, no newline, its anchor inside");
             goto done;
         }
-        kws[i].tail = (int)t;
+        kws[i].tail = (int)(t & T_DIGITS_BLANK);
+        kws[i].head = (t & H_COLON_DIGITS) != 0;
         anchor[i] = a;
         unsigned v = pair_at(kws[i].s + a);
         tab[v] = 1;
         next[i] = head[v];
         head[v] = (unsigned short)(i + 1);
-        unsigned char f = kws[i].s[0];
+        unsigned char f = kws[i].head ? ':' : kws[i].s[0];
         by_first[f * nk + nfirst[f]++] = (short)i;
     }
 
@@ -433,6 +441,11 @@ static PyObject *fastscan_keywords(PyObject *self, PyObject *args) {
         int hit = 0;
         for (unsigned short k = head[v]; k && !hit; k = next[k - 1]) {
             Py_ssize_t s0 = i - anchor[k - 1];
+            if (kws[k - 1].head) { /* back over the digits before the literal to its ':' */
+                Py_ssize_t h = s0;
+                while (h > pos && is_digit(buf[h - 1])) h--;
+                s0 = h < s0 ? h - 1 : -1;
+            }
             hit = s0 >= pos && kw_match(buf, s0, len, &kws[k - 1]) >= 0;
         }
         if (!hit) {

@@ -46,8 +46,14 @@ def prefilter_regex(engine: str = "auto"):
     return _PREFILTERS[engine]
 
 
+#: lines after an empty "Last error:" searched for its text (other ranks' lines may come between)
+_LAST_ERROR_SPAN = 8
+#: what follows an empty "Last error:" when NCCL had no text for it
+_NOT_LAST_ERROR = ("Exception raised from", "frame #", "Traceback", "[E", "[W")
 #: per-rank log files: rank3.log, rank_3.out, worker-3.log, train.rank-3.log.gz
 _FILE_RANK = re.compile(r"(?:rank|worker)[_-]?(\d+)(?!\d)", re.IGNORECASE)
+#: torchrun --log-dir: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{stdout,stderr}.log (a node's ranks, one directory each)
+_LOG_DIR_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/(?:stdout|stderr)\.log(?:\.\w+)?$")
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
@@ -178,6 +184,8 @@ class LogAnalyzer:
         self._slow_records: dict[str, int] = {}
         #: a parallel worker writes its raw step batches here instead of storing them
         self.raw = None
+        #: per file: an NCCL "Last error:" whose text is on a following line (its line, its rank)
+        self._last_error: dict[str, tuple[int, int | None]] = {}
 
     # -- the reader's consumer ------------------------------------------------------------
     def prime(self, path: str) -> None:
@@ -281,10 +289,13 @@ class LogAnalyzer:
         if pre.rank is None:
             rank = self._file_rank.get(file, -1)
             if rank == -1:
-                m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
+                m = _FILE_RANK.search(file.rsplit("/", 1)[-1]) or _LOG_DIR_RANK.search(file)
                 rank = self._file_rank[file] = int(m[1]) if m else None
             if rank is not None:
                 pre = pre._replace(rank=rank)
+        want_more = 0
+        if file in self._last_error:
+            pre, want_more = self._last_error_text(file, lineno, pre)
         if self._block is not None:
             self._block.feed(pre.message)
             if self._block.done:
@@ -296,7 +307,22 @@ class LogAnalyzer:
             self._wrap = (file, lineno, pre, [pre.message])
             return 1
         self._line_text = None if glued else text
-        return self._handle(file, lineno, pre)
+        return max(want_more, self._handle(file, lineno, pre))
+
+    def _last_error_text(self, file: str, lineno: int, pre: prefixes.Prefix) -> tuple[prefixes.Prefix, int]:
+        """A line after an empty "Last error:" of the same rank is that error's text (the message read
+        as "Last error: TEXT"); a line of another rank in between (interleaved output) keeps waiting."""
+        start, rank = self._last_error[file]
+        if lineno - start > _LAST_ERROR_SPAN:
+            del self._last_error[file]
+            return pre, 0
+        if rank is not None and pre.rank is not None and pre.rank != rank:
+            return pre, 1
+        del self._last_error[file]
+        text = pre.message.strip()
+        if not text or text.startswith(_NOT_LAST_ERROR):
+            return pre, 0
+        return pre._replace(message="Last error: " + text), 0
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
         msg = pre.message
@@ -330,6 +356,10 @@ class LogAnalyzer:
                 pg = signatures.pg_of(msg)
                 if pg is not None:
                     facts["pg"] = pg
+            if kind == "nccl_last_error" and not facts["last_error"]:
+                self._last_error[file] = (lineno, rank)  # the text follows on a line of its own
+                want = max(want, 1)
+                continue
             if kind == "overflow" and rank is None:
                 rank = facts.pop("rank", None)
             if rank is None and isinstance(facts.get("rank"), int):  # "Rank 11: found NaN ..." names its rank
@@ -490,6 +520,7 @@ class LogAnalyzer:
         if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
             pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
             return
+        self.table.note_progress(b)
         b = self._dedup(b)
         n = batch_len(b)
         if not n:

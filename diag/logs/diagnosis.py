@@ -105,6 +105,43 @@ def progress_straggler(progress: dict, reporting: list[int], world: int | None =
     return behind, why
 
 
+def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[int] | None = None,
+                   why: str = "") -> list[int]:
+    """The rank(s) a collective timeout waited for, into ``f`` (facts, cause, next step).
+
+    ``culprits``: those the timeout's own fields single out, if any. Else each rank's progress
+    (``progress_straggler``); else the ranks that printed lines but never reported the timeout,
+    when the log covers every rank (0..N-1, N the world size, else the highest rank seen + 1) and
+    they are fewer than those that reported it (an excerpt that lost most ranks' reports names
+    nobody). A rank absent from the excerpt is only listed as such.
+    """
+    facts = f["facts"]
+    world = extra.get("world_size")
+    seen = set(extra.get("ranks_seen", ())) | set(reporting)
+    if not culprits:
+        culprits, why = progress_straggler(extra.get("rank_progress") or {}, reporting, world)
+    if reporting:
+        upto = world if isinstance(world, int) else max(seen) + 1
+        absent = [r for r in range(upto) if r not in reporting]
+        covers_all = seen >= set(range(upto)) and (isinstance(world, int) or len(absent) < len(reporting))
+        if absent and covers_all and not culprits:
+            culprits = absent
+            why = f"rank(s) {absent} printed other lines but never reported the timeout: they were not waiting " \
+                  f"in the collective"
+        not_covered = sorted(r for r in absent if r not in seen)
+        if not_covered:
+            facts["ranks_not_in_excerpt"] = not_covered
+    if culprits:
+        facts["suspect_ranks"] = culprits
+        facts["suspect_reason"] = why
+        f["cause"] = why + "; the reporting ranks are likely victims"
+        f["next_step"] = f"check rank {culprits[0]}'s node first (its log, GPU, network links)"
+    elif reporting:
+        f["next_step"] = ("no rank stands out in this excerpt: collect the logs of every rank (or Flight Recorder "
+                          "dumps, --fr) to find the one that did not reach the collective")
+    return culprits
+
+
 def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     works = [e for e in evs if e.kind == "nccl_timeout"]
     status = [e for e in evs if e.kind == "nccl_timeout_status"]
@@ -129,8 +166,10 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     facts["ranks_reporting"] = reporting
     facts["reports"] = len(works)
     for src in works[1:] + status:
+        own = _same_process(first, src)
         for k, v in src.facts.items():
-            facts.setdefault(k, v)
+            if own or k not in _OWN_FACTS:
+                facts.setdefault(k, v)
     op_types = list(dict.fromkeys(e.facts["op_type"] for e in works if "op_type" in e.facts))
     if op_types:
         facts["op_types"] = op_types
@@ -181,32 +220,7 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
         culprits = odd
         why = f"rank(s) {odd} wait in a different collective (SeqNum {[seqs[r] for r in odd]}) than the others " \
               f"({common}): the ranks are out of step"
-    extra = extra or {}
-    world = extra.get("world_size")
-    seen = set(extra.get("ranks_seen", ())) | set(reporting)
-    if not culprits:
-        culprits, why = progress_straggler(extra.get("rank_progress") or {}, reporting, world)
-    if reporting:
-        upto = world if isinstance(world, int) else max(reporting) + 1
-        absent = [r for r in range(upto) if r not in reporting]
-        # a rank missing from an excerpt is not a straggler: only when the world size is known and the
-        # log holds lines of every rank does "did not report" mean "was not waiting"
-        covers_all = isinstance(world, int) and seen >= set(range(world))
-        if absent and covers_all and not culprits:
-            culprits = absent
-            why = f"rank(s) {absent} printed other lines but never reported the timeout: they were not waiting " \
-                  f"in the collective"
-        not_covered = sorted(r for r in absent if r not in seen)
-        if not_covered:
-            facts["ranks_not_in_excerpt"] = not_covered
-    if culprits:
-        facts["suspect_ranks"] = culprits
-        facts["suspect_reason"] = why
-        f["cause"] = why + "; the reporting ranks are likely victims"
-        f["next_step"] = f"check rank {culprits[0]}'s node first (its log, GPU, network links)"
-    elif reporting:
-        f["next_step"] = ("no rank stands out in this excerpt: collect the logs of every rank (or Flight Recorder "
-                          "dumps, --fr) to find the one that did not reach the collective")
+    culprits = _name_suspects(f, reporting, extra or {}, culprits, why)
     f["count"] = len(works) + len(status)
     op = facts.get("op_type", "?")
     f["message"] = (f"NCCL watchdog timeout in {op} (SeqNum {facts.get('seq_num', '?')}, "
@@ -218,11 +232,23 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     return f
 
 
+#: facts of one process (its host, pid, device, the peer it talked to, its own last error): a finding
+#: that collapses several ranks' lines takes them from its own (first) line's rank and file only
+_OWN_FACTS = frozenset(("host", "pid", "local_rank", "peer", "thread", "last_error"))
+
+
+def _same_process(a: Event, b: Event) -> bool:
+    """Lines of one process as far as the log tells: the same file, and no rank or host that differs."""
+    return (a.file == b.file and (a.rank is None or b.rank is None or a.rank == b.rank)
+            and (a.host is None or b.host is None or a.host == b.host))
+
+
 def _collapse(kind: str, evs: list[Event], message: str | None = None) -> dict:
     f = _base(kind, evs[0])
     for e in evs[1:]:
+        own = _same_process(evs[0], e)
         for k, v in e.facts.items():
-            if f["facts"].get(k) is None:
+            if f["facts"].get(k) is None and (own or k not in _OWN_FACTS):
                 f["facts"][k] = v
     ranks = list(dict.fromkeys(e.rank for e in evs if e.rank is not None))
     if ranks:
@@ -309,6 +335,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     if t:
         out.append(t)
     warns = by.pop("nccl_warn", [])
+    last_errors = by.pop("nccl_last_error", [])
     for w in warns:
         cf = w.facts.get("cuda_failure")
         if cf is not None:
@@ -342,12 +369,12 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         for e in rcs:
             if "proxy_retcode" in e.facts:
                 fa.setdefault("proxy_retcode", e.facts["proxy_retcode"])
+        # the peer of this finding's own process (a WARN of another file or host is another process's)
         for w in warns:
-            if "peer" in w.facts:
+            if "peer" in w.facts and _same_process(evs[0], w):
                 fa.setdefault("peer", w.facts["peer"])
-        hosts = [e.host for e in evs if e.host]
-        if hosts:
-            fa["host"] = hosts[0]
+        if evs[0].host:
+            fa["host"] = evs[0].host
         fa.pop("pid", None)
         fa.pop("local_rank", None)
         f["message"] = (f"{kind.replace('_', ' ')} (NCCL return code {fa['nccl_return_code']}, "
@@ -469,6 +496,11 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 f["facts"]["xids"] = xids
             out.append(_describe(f))
     for f in out:
+        if f["kind"] in _TIMEOUT_KINDS and f["kind"] != "nccl_timeout" and "suspect_ranks" not in f["facts"]:
+            # gloo and other backends' timeouts: the ranks that reported it, against every rank's lines
+            reporting = list(f["facts"].get("ranks") or ([f["rank"]] if f["rank"] is not None else []))
+            if reporting and _name_suspects(f, reporting, extra):
+                f["facts"].setdefault("first_reporting_rank", reporting[0])
         if f["kind"] in ("rendezvous_address_in_use", "rendezvous_timeout"):
             for k in ("rdzv_backend", "launcher_cmd"):
                 if k in extra:
@@ -499,6 +531,15 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 near = [f for f in errors if f.get("file") == ex.file and (f.get("line") or 0) <= ex.line
                         and (f.get("rank") is None or ex.rank is None or f.get("rank") == ex.rank)]
                 tgt = max(near, key=lambda f: f.get("line") or 0) if near else errors[0]
+                if not near and tgt.get("file") not in (None, ex.file):
+                    # another process's file: its error is not this exception's, unless it lists this rank
+                    if not any(ex.rank is not None and ex.rank in f["facts"].get("ranks", ()) for f in errors) \
+                            and not any(f.get("file") == ex.file for f in errors) \
+                            and not _ECHO_EXC.search(ex.facts.get("exception_message", "")):
+                        own = _base("python_exception", ex)  # the only error of its own file: its failure
+                        own["message"] = f"{ex.facts['exception_type']}: {ex.facts['exception_message']}"[:300]
+                        out.append(own)
+                    continue
                 if tgt.get("rank") is None or ex.rank is None or tgt.get("rank") == ex.rank:
                     tgt["facts"].setdefault("exception_type", ex.facts["exception_type"])
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
@@ -547,7 +588,38 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         f["message"] = f"Slurm cancelled job {f['facts'].get('slurm_job_id')} at {f['facts'].get('cancelled_at')}"
         f["cause"] = "the job was cancelled (scancel by a user or an administrator) before it finished"
         out.append(f)
+    _attach_last_errors(out, last_errors)
     return out
+
+
+def _attach_last_errors(findings: list[dict], lasts: list[Event]) -> None:
+    """Each rank's NCCL "Last error:" (its own words: a socket call, an address) goes to the error it
+    explains: the nearest error finding above it in its own file and of its rank, else one that
+    lists its rank. The finding's own rank and file give ``last_error`` and ``peer``; several ranks'
+    differing errors are kept per rank."""
+    errors = [f for f in findings if f["severity"] == ERROR]
+    for le in lasts:
+        def here(f: dict) -> bool:
+            return (f.get("file") == le.file and (f.get("line") or 0) <= le.line
+                    and (f.get("rank") is None or le.rank is None or f.get("rank") == le.rank))
+        near = [f for f in errors if here(f)]
+        tgt = max(near, key=lambda f: (f["kind"].startswith(("nccl_", "ib_")), f.get("line") or 0)) if near else \
+            next((f for f in errors if le.rank is not None and le.rank in f["facts"].get("ranks", ())), None)
+        if tgt is None:
+            continue
+        fa = tgt["facts"]
+        if le.rank is not None:
+            fa.setdefault("last_error_by_rank", {})[str(le.rank)] = le.facts["last_error"]
+            if "peer" in le.facts:
+                fa.setdefault("peer_by_rank", {})[str(le.rank)] = le.facts["peer"]
+        if here(tgt) and "last_error" not in fa:
+            fa["last_error"] = le.facts["last_error"]
+            if "peer" in le.facts:
+                fa["peer"] = le.facts["peer"]  # its own words win over a WARN line's
+    for f in errors:  # one rank's error: its own fields say it already
+        for k in ("last_error_by_rank", "peer_by_rank"):
+            if len(f["facts"].get(k, ())) == 1 and "last_error" in f["facts"]:
+                del f["facts"][k]
 
 
 def _mark_consequences(findings: list[dict], events: list[Event]) -> None:
@@ -592,14 +664,39 @@ def _metrics(an, ser, rank) -> dict:
     return m
 
 
-def _rank_progress(t) -> dict[int, int]:
-    """rank -> the last step (else iteration) that rank's own progress lines reached."""
-    out = {}
-    for r in t.ranks():
-        ser = t.series_of(r) if r is not None else None
-        last = ser.metrics.summary().get("last_step") if ser is not None else None
-        if last is not None:
-            out[r] = last
+def stream_progress(last_key: dict, files: list[str], events: list[Event], world: int | None = None) -> dict[int, int]:
+    """rank -> the last step (else iteration) that rank's own progress lines reached.
+
+    ``last_key`` maps (file id, rank or NONE) to a stream's last step (``StepStore.last_key``). A file
+    whose progress lines name no rank is one rank's own log when its other lines name exactly one
+    (a watchdog's ``[Rank 3]``): its progress is that rank's. One such file left that names no rank
+    at all (the silent straggler says nothing) is the one rank still missing from 0..N-1, N the world
+    size, else the number of ranks' files. A rank in several files keeps the furthest step.
+    """
+    from llmdiag.logs.columns import NONE
+
+    named: dict[str, set] = defaultdict(set)
+    for e in events:
+        if e.rank is not None:
+            named[e.file].add(e.rank)
+    out: dict[int, int] = {}
+    ranked_files = {files[fid] for fid, r in last_key if r != NONE}
+    anon: dict[str, int] = {}
+    for (fid, r), last in last_key.items():
+        f = files[fid]
+        if r == NONE:
+            if f in ranked_files:
+                continue  # rank-less rows beside ranked ones: the launcher's, not a rank's
+            if len(named[f]) != 1:
+                anon[f] = last
+                continue
+            r = next(iter(named[f]))
+        out[r] = max(out.get(r, last), last)
+    if len(anon) == 1 and out:
+        upto = world if isinstance(world, int) and world > 0 else len(out) + 1
+        missing = [r for r in range(upto) if r not in out]
+        if len(missing) == 1:
+            out[missing[0]] = next(iter(anon.values()))
     return out
 
 
@@ -618,7 +715,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     rank = t.primary_rank()
     ser = t.series_of(rank)
     seen = {e.rank for e in an.events if e.rank is not None} | {r for r in t.ranks() if r is not None}
-    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": _rank_progress(t)})
+    progress = stream_progress(t.last_key, t.files, an.events, an.extra.get("world_size"))
+    seen |= set(progress)
+    findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": progress})
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if nan is not None:
@@ -666,7 +765,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
         next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
               and f["kind"] not in _VICTIM_KINDS and not f["facts"].get("after_own_timeout")), None)
-    timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None)
+    # the collective timeout whose suspects the document names: NCCL's, else another backend's
+    timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None) or \
+        next((f for f in findings if f["kind"] in _TIMEOUT_KINDS and f["facts"].get("suspect_ranks")), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
     for k in ("torch_version", "dtype", "nccl_version"):

@@ -8,8 +8,9 @@ module ``google-re2``, a default dependency), and the standard ``re`` as the fal
 always there. All of them yield the same matches: ``re`` matches at the starts the kernel
 finds; Hyperscan's wrapper hands each hint to ``re``, which searches from the start of the
 hinted line; so the reader sees exactly ``re``'s ``finditer`` sequence.
-The kernel takes literal keywords and literals followed by ``\d+(?:\s|$)`` (the NCCL
-return-code chain); a prefilter with a pattern of any other shape uses the next engine.
+The kernel takes literal keywords and literals followed by ``\d+(?:\s|$)`` and led by ``:\d+``
+(the NCCL return-code chain ``socket.cc:47 -> 3``); a prefilter with a pattern of any other
+shape uses the next engine.
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ class HyperscanPrefilter:
             cursor = m.end() if m.end() > m.start() else m.end() + 1
 
 
-#: the pattern tails the kernel matches itself (its ``tail`` codes)
+#: the pattern tails and heads the kernel matches itself (bits of its ``tail`` codes): ``\d+`` then a
+#: blank after the literal; ``:`` and digits before it (a source line: ``socket.cc:47 -> 3``)
 _TAILS = {"": 0, r"\d+(?:\s|$)": 1}
+_HEADS = {r":\d+": 2, "": 0}
 #: bytes of text the anchors are chosen from (the first chunk the prefilter sees), and the
 #: sample below which they are chosen again from a longer chunk (a first read of a few lines)
 SAMPLE_BYTES = 1 << 20
@@ -84,6 +87,8 @@ class KernelPrefilter:
         lits = [_literal(part) for part in parts]
         self.keywords = tuple(lit for lit, _ in lits)
         self.tails = tuple(tail for _, tail in lits)
+        # a kernel built from an older _fastscan.c lacks a head or tail code: ValueError here, not mid-read
+        self._scan(b"", 0, self.keywords, (0,) * len(lits), self.tails)
         self.anchors: tuple[int, ...] | None = None
         self._sampled = -1  # bytes the anchors were chosen from
 
@@ -118,16 +123,20 @@ class KernelPrefilter:
 
 
 def _literal(part: str) -> tuple[bytes, int]:
-    """A prefilter part as (literal bytes, tail code); ValueError for a shape the kernel lacks."""
-    for tail, code in _TAILS.items():
-        if not part.endswith(tail):
+    """A prefilter part as (literal bytes, head and tail code); ValueError for a shape the kernel lacks."""
+    for pre, hcode in _HEADS.items():
+        if not part.startswith(pre):
             continue
-        head = part[:len(part) - len(tail)]
-        # a literal: no metacharacter outside an escape, and no escape of a letter or digit (\d, \b, \1)
-        bare = re.sub(r"\\[^0-9A-Za-z]", "", head, flags=re.DOTALL)
-        lit = re.sub(r"\\(.)", r"\1", head, flags=re.DOTALL)
-        if not re.search(r"[\\.^$*+?{}\[\]|()]", bare) and len(lit.encode()) >= 2 and "\n" not in lit:
-            return lit.encode(), code
+        for tail, code in _TAILS.items():
+            if not part.endswith(tail) or len(part) < len(pre) + len(tail):
+                continue
+            body = part[len(pre):len(part) - len(tail)]
+            # a literal: no metacharacter outside an escape, and no escape of a letter or digit (\d, \b, \1)
+            bare = re.sub(r"\\[^0-9A-Za-z]", "", body, flags=re.DOTALL)
+            lit = re.sub(r"\\(.)", r"\1", body, flags=re.DOTALL)
+            if (not re.search(r"[\\.^$*+?{}\[\]|()]", bare) and len(lit.encode()) >= 2 and "\n" not in lit
+                    and not (hcode and lit[:1].isdigit())):
+                return lit.encode(), code | hcode
     raise ValueError(f"not a literal the keyword kernel matches: {part!r}")
 
 

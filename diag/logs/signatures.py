@@ -61,13 +61,20 @@ _PG = re.compile(r"\[PG (?:ID )?(\S+)(?: PG GUID (\S+?))?(?:\(([\w-]+)\))? Rank 
 _WORK_FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([^,)\s]+)")
 
 
+_WORK_NAMES = {"SeqNum": "seq_num", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
+               "Timeout(ms)": "timeout_ms"}
+#: a work printed by ProcessGroupNCCL: in a watchdog timeout, and in "Collective WorkNCCL(...) raised the
+#: following async exception: ..." (the error itself is read by the rule for its own wording)
+_WORK = re.compile(r"WorkNCCL\((?P<body>(?:[^()]|\([^()]*\))*)\)")
+
+
+def work_fields(body: str) -> dict:
+    """The fields of a ``WorkNCCL(SeqNum=.., OpType=.., NumelIn=.., NumelOut=.., Timeout(ms)=..)``."""
+    return {_WORK_NAMES[k]: v if k == "OpType" else _int(v) for k, v in _WORK_FIELD.findall(body)}
+
+
 def _timeout(m: re.Match[str], msg: str):
-    body = m["body"]
-    f: dict = {}
-    for k, v in _WORK_FIELD.findall(body):
-        name = {"SeqNum": "seq_num", "OpType": "op_type", "NumelIn": "numel_in", "NumelOut": "numel_out",
-                "Timeout(ms)": "timeout_ms"}[k]
-        f[name] = v if name == "op_type" else _int(v)
+    f = work_fields(m["body"])
     f["has_numel"] = "numel_in" in f
     if m["ran"]:
         f["ran_for_ms"] = int(m["ran"])
@@ -165,6 +172,21 @@ def _nccl_last_error(m: re.Match[str], msg: str):
     if "NCCL WARN" in msg:
         return None  # the WARN line's own rule reads it
     return _nccl_net_error(m, msg)
+
+
+#: an endpoint as NCCL prints it: ``10.0.0.12<44231>``, ``node-7<50260>``, ``[fe80::1]<5000>``
+_ENDPOINT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+)<\d+>")
+
+
+def _last_error(m: re.Match[str], msg: str):
+    """NCCL's "Last error:" of an exception: the failure in the rank's own words (empty here when
+    the text is on the next line; the analyzer then reads that line as its continuation)."""
+    text = m["text"].strip()
+    f: dict = {"last_error": text[:200]}
+    ep = _ENDPOINT.search(text)
+    if ep:
+        f["peer"] = ep[0]
+    return "nccl_last_error", f
 
 
 def _nccl_warn(m: re.Match[str], msg: str):
@@ -584,6 +606,7 @@ RULES: list[Rule] = [
     Rule("NCCL WARN", _NCCL_NET_ERROR, _nccl_net_error),
     Rule("Connection closed by remote peer", _NCCL_NET_ERROR, _nccl_last_error, ("Call to recv ", "Call to send ")),
     Rule("NCCL WARN", R(r"NCCL WARN"), _nccl_warn),
+    Rule("Last error:", R(r"Last error:(?P<text>.*)$"), _last_error),
     # nccl-tests "Test NCCL failure common.cu:958 '...'", and "NCCL failure common.cu:921 '...'" of older
     # nccl-tests and of programs that copied its NCCLCHECK macro
     Rule("NCCL failure", R(r"(?:Test )?NCCL failure (?P<site>\S+:\d+) '(?P<text>[^']*)'"), _test_failure),
@@ -685,8 +708,10 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration"]))
-#: Prefilter patterns that are not literals: NCCL return-code chains ("... -> 3", not "-> 1[1] via").
-PATTERNS: tuple[str, ...] = (r" -> \d+(?:\s|$)",)
+#: Prefilter patterns that are not literals: NCCL return-code chains after a source line ("socket.cc:47
+#: -> 3"), not a ring or channel of NCCL INFO ("-> 1[1] via", NCCL 2.4's "Ring 00 : 43 -> 44 [receive]":
+#: every such line a candidate cost ~50 us in Python, 0.003x grep on a log of them)
+PATTERNS: tuple[str, ...] = (r":\d+ -> \d+(?:\s|$)",)
 
 
 def find_rank(msg: str) -> int | None:
@@ -721,6 +746,15 @@ def match_line(msg: str) -> list[tuple[str, dict, re.Match[str]]]:
         r = rule.handler(m, msg)
         if r is not None:
             out.append((r[0], r[1], m))
+    if out and "WorkNCCL(" in msg:
+        # the work's fields belong to every event of its line (an async exception names its error in
+        # another rule's wording)
+        w = _WORK.search(msg)
+        if w:
+            fields = work_fields(w["body"])
+            for _kind, facts, _m in out:
+                for k, v in fields.items():
+                    facts.setdefault(k, v)
     return out
 
 

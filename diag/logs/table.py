@@ -141,6 +141,9 @@ class StepStore:
         self.head: list[dict] = []
         self.counts: dict[int, int] = {}
         self.series: dict[int, object] = {}
+        #: (file id, rank) -> the last step (else iteration) of that file's rows of that rank: each rank's
+        #: progress, also where one file per rank names no rank (see diagnosis.stream_progress)
+        self.last_key: dict[tuple[int, int], int] = {}
         self.all_nan = NanDetector()
         self._plot: dict[str, np.ndarray] = {"x": np.empty(0), "loss": np.empty(0), "grad_norm": np.empty(0)}
         self._plot_stride = 1
@@ -194,6 +197,22 @@ class StepStore:
             if s is None:
                 s = self.series[r] = RankSeries(self.settings)
             s.feed(sub, self.files)
+
+    def note_progress(self, b: dict) -> None:
+        """Each (file, rank) stream's last step in batch ``b``, duplicates included (a duplicate is no
+        further than the step it repeats; rank-less files of one run are not each other's duplicates)."""
+        keys = np.where(b["step"] != NONE, b["step"], b["iter"])
+        ok = keys != NONE
+        if not ok.any():
+            return
+        fids, ranks = b["file"][ok], b["rank"][ok]
+        keys = keys[ok]
+        if (fids == fids[0]).all() and (ranks == ranks[0]).all():
+            self.last_key[(int(fids[0]), int(ranks[0]))] = int(keys[-1])
+            return
+        pairs, last = np.unique(np.stack([fids, ranks], 1)[::-1], axis=0, return_index=True)
+        for (fid, r), i in zip(pairs.tolist(), last.tolist()):
+            self.last_key[(fid, r)] = int(keys[len(keys) - 1 - i])
 
     def _sample_plot(self, b: dict) -> None:
         x = np.where(b["step"] != NONE, b["step"], b["iter"]).astype(np.float64)

@@ -65,3 +65,20 @@ def test_hang_summary_names_the_suspect_not_the_first_victim(tmp_path):
     last = text.strip().splitlines()[-1]
     assert "suspect rank(s) 1" in last and "first reporter rank 0" in last, last
     assert "first failing rank 0" not in last, last
+
+
+def test_hang_suspect_from_the_log_alone(tmp_path):
+    """Three ranks, rank 1 hangs, no Flight Recorder dumps beside the log: ranks 0 and 2 report the gloo
+    timeout, rank 1 printed its progress but never reported it, so the log alone names rank 1."""
+    import shutil
+
+    log = tmp_path / "train.log"
+    subprocess.run(llmdiag_argv("train", "--nproc", "3", *TINY[2:], "--steps", "10", "--inject", "hang@5:rank=1",
+                                "--log-file", str(log)),
+                   env=cli_env(), capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    shutil.rmtree(tmp_path / "train.log.fr", ignore_errors=True)
+    doc = json.loads(subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", "json"), env=cli_env(),
+                                    capture_output=True, text=True, timeout=60).stdout)
+    assert doc["suspect_ranks"] == [1], doc["suspect_reason"]
+    assert "flight_recorder" not in doc
+    assert doc["first_reporting_rank"] in (0, 2)

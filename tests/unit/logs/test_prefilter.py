@@ -24,6 +24,7 @@ LOGS = sorted(p for d in (ROOT / "tests" / "fixtures" / "logs", ROOT.parent / "s
                           ROOT / "shared" / "logs-real")
               if d.is_dir() for p in d.rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out"))
 PIECES = (["\n", "\r", " ", "x", "7", "42", " -> ", " -> 3", " -> 3\n", " -> 12\t", " -> 3x", "-> 3", " ->  3",
+           ":", ":4", "cc:47", ": 43", "::", ":47 -> 3",
            "NCCL INFO", "[rank1]: ", "node-3:123:456 [2] "]
           + [k for k in signatures.KEYWORDS] + [k[:-1] for k in signatures.KEYWORDS[::7]])
 
@@ -116,3 +117,18 @@ def test_no_fastscan_means_no_kernel(monkeypatch):
     monkeypatch.setenv("LLMDIAG_NO_FASTSCAN", "1")
     parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
     assert not isinstance(compile_prefilter(parts, "auto"), KernelPrefilter)
+
+
+def test_return_code_chains_are_candidates_rings_are_not():
+    """An NCCL return-code chain follows a source line (``socket.cc:47 -> 3``); a ring or channel printed by
+    NCCL INFO (``43 -> 44 [receive]`` of 2.4, ``0[0] -> 1[1] via`` later) is not one, on any engine."""
+    chain = b"gpu-7:4410:4470 [3] NCCL INFO misc/socket.cc:47 -> 3\n"
+    async_chain = b"gpu-7:4410:4470 [3] NCCL INFO init.cc:1912 -> 3 [Async thread]\n"
+    rings = (b"ip-10-1-2-3:45305:45310 [0] NCCL INFO Ring 00 : 43 -> 44 [receive] via NET/Socket/0\n"
+             b"gpu-7:4410:4470 [3] NCCL INFO Channel 02 : 3 -> 4 via P2P/IPC\n"
+             b"gpu-7:4410:4470 [3] NCCL INFO Channel 02/0 : 3[3] -> 4[4] via P2P/IPC/read\n")
+    parts = [re.escape(k) for k in signatures.KEYWORDS] + list(signatures.PATTERNS)
+    for engine in ("kernel", "re"):
+        rx = compile_prefilter(parts, engine)
+        assert _spans(rx.finditer(rings)) == [], engine
+        assert len(_spans(rx.finditer(chain + rings + async_chain))) == 2, engine
