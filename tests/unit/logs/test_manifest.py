@@ -1,4 +1,4 @@
-"""Every labelled dev case in ../shared/logs and ../shared/logs-real comes out right: labels exactly, every fact.
+"""Every labelled dev case in ../shared/logs, logs-real and logs-real-3 comes out right: labels exactly, every fact.
 
 The two manifests name facts descriptively (logs-real/README.md: "map them to the analyzer's own
 fields"). ``FACT_FIELDS`` says which document field a manifest name is read from when the
@@ -21,9 +21,10 @@ def _load(name: str) -> list[tuple[str, dict]]:
     return [(name, c) for c in json.loads(man.read_text())] if man.exists() else []
 
 
-CASES = _load("logs") + _load("logs-real")
+CASES = _load("logs") + _load("logs-real") + _load("logs-real-3")
 #: facts that cannot be read from the excerpt itself (stated in no line of the log)
-UNREADABLE = {("logs", "case_49.log", "dtype"), ("logs-real", "case_30.log", "torch_version")}
+UNREADABLE = {("logs", "case_49.log", "dtype"), ("logs-real", "case_30.log", "torch_version"),
+              ("logs-real-3", "case_31.log", "nccl_version")}
 #: manifest fact name -> the document's field for it (a doc["facts"] key, or "root.rank": the rank of the
 #: top root cause)
 FACT_FIELDS = {
