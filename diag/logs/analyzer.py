@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
-from llmdiag.logs.progress import progress_of, timestamp_of
+from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
 from llmdiag.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
 from llmdiag.logs.unwrap import join_wrapped, needs_continuation
@@ -143,6 +143,8 @@ class LogAnalyzer:
         self.events: list[Event] = []
         self.evals: list[dict] = []
         self.lines_with_loss = 0
+        #: lines that print a loss among numeric fields but that no progress reader could place
+        self.unplaced: dict = {"count": 0, "example": None}
         self.extra: dict = {}
         self._block: _ChildFailedBlock | None = None
         #: ``rank : N (local_rank: M)`` rows seen outside a summary, per file: (line, rank, local rank).
@@ -161,6 +163,7 @@ class LogAnalyzer:
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
         self._pending: list[tuple] = []
+        self._joiner = RecordJoiner()
         self._staged: list[dict] = []
         self._staged_n = 0
         self._line_text: str | None = None
@@ -310,9 +313,24 @@ class LogAnalyzer:
                 del rows[:-_LOOSE_ROWS]
                 return 0
         rec = progress_of(msg)
-        if rec is not None:
+        unplaced = False
+        if rec is not None and not rec.get("open") and not self._joiner.pending(file):
             self._record(rec, file, lineno, pre.rank, ts)
-        for kind, facts, m in signatures.match_line(msg):
+        elif rec is None and not self._joiner.pending(file):
+            unplaced = looks_like_record(msg)
+        elif rec is not None or self._joiner.pending(file):
+            for r, line, rank, t in self._joiner.feed(file, lineno, msg, rec, pre.rank, ts):
+                keep = self._line_text
+                if line != lineno or r is not rec:
+                    self._line_text = None  # a joined record is no line to learn a template from
+                self._record(r, file, line, rank, t)
+                self._line_text = keep
+        matched = signatures.match_line(msg)
+        if unplaced and not matched:  # a record no reader placed (an event line is no record)
+            self.unplaced["count"] += 1
+            if self.unplaced["example"] is None:
+                self.unplaced["example"] = {"file": file, "line": lineno, "text": msg.strip()[:200]}
+        for kind, facts, m in matched:
             rank = pre.rank
             host = pre.host
             if kind in _NCCL_LINE_KINDS:
@@ -554,6 +572,9 @@ class LogAnalyzer:
         return take(b, np.flatnonzero(keep))
 
     def finish(self) -> None:
+        for file, (r, line, rank, t) in self._joiner.close_all():
+            self._line_text = None
+            self._record(r, file, line, rank, t)
         for file in list(self._joins):
             self._flush_joins(file, math.inf)
         self._joins.clear()

@@ -22,14 +22,16 @@ ALIASES: dict[str, str] = {}
 for canon, names in {
     "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
              "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs",
-             "avr_loss", "avg_loss"],
+             "avr_loss", "avg_loss", "loss train", "loss/train", "train/loss_epoch"],
     "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
                  "validation_loss"],
     "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step",
              "num_updates"],
     "iter": ["iter", "iteration", "it", "micro_step"],
     "lr": ["learning rate", "learning_rate", "lr", "train/learning_rate", "lr-adam"],
-    "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm"],
+    # llm.c prints the gradient norm as a bare "norm"
+    "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm", "norm",
+                  "grad_l2_norm", "total_norm", "grad/norm", "gradient_norm"],
     "loss_scale": ["loss scale", "loss_scale", "loss-scale", "scale"],
     "step_time_ms": ["elapsed time per iteration (ms)", "iter time", "time", "step_time_ms", "step time",
                      "iteration time", "time/iter", "elapsed_time_per_iteration_ms", "dt", "time_ms"],
@@ -52,6 +54,18 @@ for canon, names in {
     for n in names:
         ALIASES[n] = canon
 
+#: families that read unambiguously in nanoGPT's / Lightning's spaced ``key value`` form ("train_loss 3.21",
+#: "norm 15.4"); other spellings need a ``:`` or ``=`` (a bare "memory 3" or "time 5" is too loose)
+SPACED_FAMILIES = frozenset({"loss", "val_loss", "grad_norm", "lr", "loss_scale", "tokens_per_s"})
+SPACED_KEYS = frozenset({"iter", "step", "time", "mfu", "epoch", "iteration", "global step", "global_step"})
+#: a time whose key does not say what it covers: an iteration time only with a unit it was printed in for one
+#: step (nanoGPT's "time 123.45ms"); a bare "Time: 4.52" is as often the seconds of a window of N batches,
+#: or the time since the start, and read as an iteration time it makes a throughput drop out of nothing
+BARE_TIME = frozenset({"time"})
+#: a value followed by a unit that names its family ("(3032.12 ms | 1351 tok/s)": llm.c)
+UNIT_FAMILIES = {"tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "tokens/sec": "tokens_per_s",
+                 "samples/s": "samples_per_s", "samples/sec": "samples_per_s"}
+
 #: loss spellings that name a running average: a line that prints one next to the step's own loss
 #: ("avg_loss=2.31 loss=2.95") is read for the step's loss; the average only when it is alone
 AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
@@ -69,8 +83,14 @@ FIELD = re.compile(
 _KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
 _EVAL_LINE = re.compile(r"\s*step \d+: train loss [^,]+, val loss")
 _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
-_LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
+# litgpt: "iter 12 step 3: loss 9.1, ..." (older), "iter 339 step 339 | loss train: 14.500, val: n/a | ..." (newer)
+_LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+)\s*[:|]")
+_UNIT_VALUE = re.compile(r"(?<![\w.])(?P<val>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s?(?P<unit>"
+                         + "|".join(re.escape(u) for u in sorted(UNIT_FAMILIES, key=len, reverse=True)) + r")(?![\w/])")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
+#: a bare "N/M" counter ("Epoch 0, batch 20/100 | loss ...", "| epoch 001:  100 / 1505 loss=..."): not part of a
+#: date, a path or a ratio inside a word
+_COUNT_OF = re.compile(r"(?<![\w./:-])(?P<it>\d+)\s*/\s*(?P<n>\d+)(?![\w./:-])")
 _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
 #: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)";
 #: mmcv / mmengine: "Epoch [1][100/62598]\tlr: ...", "Epoch(train) [1][200/735]  lr: ..."
@@ -127,12 +147,15 @@ def parse_progress(msg: str) -> dict | None:
             if v is not None:
                 canon, v = _unit_scale(canon, "s" if "(s)" in key else "", v)
                 rec.setdefault(canon, v)
+        if "loss" not in rec and "skipped" not in rec and msg.rstrip().endswith("|"):
+            # the record goes on: a wrapped paste puts its loss, grad norm and counters on the next lines
+            rec["open"] = True
         return _finish(rec)
     lit = _LITGPT.search(msg) if "iter " in msg and " step " in msg else None
     start = 0
     if lit:
         rec["iter"], rec["step"], rec["format"] = int(lit["it"]), int(lit["step"]), "litgpt"
-        rec["optimizer_step"] = "(optimizer.step)" in msg
+        rec["optimizer_step"] = "(optimizer.step)" in msg or "(step)" in msg
         start = lit.end()
     if "=" in msg and ":" not in msg and "'" not in msg and '"' not in msg and " - " not in msg:
         for f in _KV.finditer(msg, start):
@@ -153,9 +176,9 @@ def parse_progress(msg: str) -> dict | None:
         canon = "_avg_loss" if key in AVERAGE_LOSS else ALIASES[key]
         sep = f["sep"]
         # nanoGPT's "key value" form only for words that are unambiguous without a colon
-        if not sep.strip() and key not in ("loss", "iter", "step", "time", "mfu", "train loss", "val loss",
-                                           "lm loss", "epoch", "iteration", "lr", "grad norm", "loss scale",
-                                           "global step"):
+        if not sep.strip() and key not in SPACED_KEYS and canon not in SPACED_FAMILIES:
+            continue
+        if key in BARE_TIME and (f["unit"] or "").strip().lower() != "ms":
             continue
         v = to_float(f["val"])
         if v is None or (canon in ("step", "iter", "epoch") and msg.startswith("%", f.end("val"))):
@@ -167,6 +190,11 @@ def parse_progress(msg: str) -> dict | None:
     _average_if_alone(rec)
     if "loss" not in rec and "val_loss" not in rec:
         return None
+    if "/s" in msg:
+        for u in _UNIT_VALUE.finditer(msg):
+            canon = UNIT_FAMILIES[u["unit"].lower()]
+            if canon not in rec:
+                rec[canon] = float(u["val"])
     if "train_runtime" in msg or "train_steps_per_second" in msg or "Averaged stats" in msg:
         return None  # an end-of-training / end-of-epoch summary (HF Trainer, MetricLogger), not a step
     if "step" not in rec and "iter" not in rec:
@@ -177,11 +205,29 @@ def parse_progress(msg: str) -> dict | None:
             rec["iter"] = int(br["it"])
         elif "|" in msg and (tq := _BAR_STEP.search(msg)):
             rec["iter"] = int(tq["it"])
+        elif "/" in msg:
+            for c in _COUNT_OF.finditer(msg):
+                if 0 <= int(c["it"]) <= int(c["n"]) and int(c["n"]) > 1:
+                    rec["iter"] = int(c["it"])
+                    break
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     if _EVAL_LINE.match(msg):
         rec["_eval_line"] = True
     return _finish(rec)
+
+
+def fields_of(msg: str) -> dict:
+    """The metric fields of a piece of a record that has no counter of its own (the lines a record split
+    over several lines goes on with: ``lm loss: 6.9E-01 | loss scale: 1.0 |``, ``grad norm: 0.7 | ...``)."""
+    rec: dict = {}
+    for f in _PIPE_FIELD.finditer("|" + msg.strip().rstrip("|") + "|"):
+        canon = ALIASES.get(f["key"].strip().lower())
+        v = to_float(f["val"])
+        if canon is not None and canon not in ("step", "iter") and v is not None:
+            canon, v = _unit_scale(canon, "s" if "(s)" in f["key"] else "", v)
+            rec.setdefault(canon, v)
+    return rec
 
 
 def _average_if_alone(rec: dict) -> None:
