@@ -164,6 +164,9 @@ class LogAnalyzer:
         self._file_rank: dict[str, int | None] = {}
         self._pending: list[tuple] = []
         self._joiner = RecordJoiner()
+        self._redrawn = False
+        #: per file, a bar's redraw held until the next record says whether it was redrawn with the same count
+        self._held: dict[str, tuple] = {}
         self._staged: list[dict] = []
         self._staged_n = 0
         self._line_text: str | None = None
@@ -226,6 +229,8 @@ class LogAnalyzer:
 
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        # a progress bar's redraw that a later redraw of the same line follows (readers.scan keeps its '\r')
+        self._redrawn = text.endswith("\r")
         joins = self._joins.get(file)
         if joins:
             # a piece of a hard-wrapped record: the record, once (records before this line whose pieces
@@ -315,7 +320,7 @@ class LogAnalyzer:
         rec = progress_of(msg)
         unplaced = False
         if rec is not None and not rec.get("open") and not self._joiner.pending(file):
-            self._record(rec, file, lineno, pre.rank, ts)
+            self._redraw(rec, file, lineno, pre.rank, ts)
         elif rec is None and not self._joiner.pending(file):
             unplaced = looks_like_record(msg)
         elif rec is not None or self._joiner.pending(file):
@@ -384,6 +389,33 @@ class LogAnalyzer:
                 continue
             self.events.append(ev)
         return want
+
+    def _redraw(self, rec: dict, file: str, lineno: int, rank, ts) -> None:
+        """A progress bar redraws: each redraw is a record, and a redraw of the same count replaces the one
+        before (tqdm draws a count, then again with the step's loss in its postfix), on the same line
+        (``\r``) or on the next ones (a collector that turned the ``\r`` into newlines)."""
+        held = self._held.pop(file, None)
+        if held is not None:
+            h = held[0]
+            same = (0 <= lineno - held[1] <= REDRAW_GAP and held[2] == rank and rec.get("bar")
+                    and (h.get("iter"), h.get("step"), h.get("epoch")) == (rec.get("iter"), rec.get("step"),
+                                                                          rec.get("epoch")))
+            if not same:
+                keep, self._line_text = self._line_text, None
+                self._record(*held[:1], file, *held[1:])
+                self._line_text = keep
+        if self._redrawn or rec.get("bar"):
+            # held until the next record says whether it was redrawn; a bar is no template for the bulk path
+            # (that reads a line's last segment alone)
+            self._held[file] = (rec, lineno, rank, ts)
+            return
+        self._record(rec, file, lineno, rank, ts)
+
+    def _flush_held(self) -> None:
+        for file, held in list(self._held.items()):
+            del self._held[file]
+            self._line_text = None
+            self._record(held[0], file, *held[1:])
 
     def _rows_above(self, file: str, lineno: int) -> list[tuple[int, int | None]]:
         """The loose rank rows right above ``lineno``: one entry per few lines, back to the first gap."""
@@ -572,6 +604,8 @@ class LogAnalyzer:
         return take(b, np.flatnonzero(keep))
 
     def finish(self) -> None:
+        self._redrawn = False  # what finish reads below is no bar's redraw
+        self._flush_held()
         for file, (r, line, rank, t) in self._joiner.close_all():
             self._line_text = None
             self._record(r, file, line, rank, t)
@@ -588,6 +622,7 @@ class LogAnalyzer:
             self._wrap = None
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
+        self._flush_held()
         self.flush()
 
 
@@ -628,6 +663,7 @@ class _BulkFeed:
             return
         k0, self.done = self.done, end
         self.taken += end - k0
+        self.an._flush_held()  # a bar's redraw held before these template lines comes first, as line by line
         slices = []
         for t, (_tpl, lines, _values) in enumerate(self.parts):
             a = self.pos[t]
@@ -724,6 +760,8 @@ def hard_wrapped(lines: list[str], cut: bool = False) -> dict[int, tuple[int, st
     return out
 
 
+#: lines between a bar's redraw and the one of the same count that replaces it, at most
+REDRAW_GAP = 2
 #: pieces of one terminal-wrapped line joined at most
 MAX_WRAPPED = 16
 #: lines between "Exception ignored in" and the exception that ends its traceback, at most

@@ -372,7 +372,7 @@ class ScaleDetector:
         self.low_at: dict | None = None
         self.skip_first: dict | None = None
         self.skipped = 0  # summed like the full-series rule did: 0 + floats
-        self.records = self.skipped_records = 0  # records that print the skipped counter, and those > 0
+        self.records = self.skipped_records = 0  # records of the rank, and those that skipped iterations
 
     def feed(self, b: dict, files: list[str]) -> None:
         ls = b["loss_scale"]
@@ -389,8 +389,7 @@ class ScaleDetector:
                 self.low_at = where(b, int(np.flatnonzero(m)[int(np.argmin(v))]), files)
         sk = b["skipped"]
         km = sk > 0
-        counted = ~np.isnan(sk)
-        self.records += int(counted.sum())
+        self.records += len(sk)  # a counter printed only when non-zero is absent (NaN) on the other records
         self.skipped_records += int(km.sum())
         if km.any():
             if self.skip_first is None:

@@ -91,7 +91,8 @@ _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*
 #: a bare "N/M" counter ("Epoch 0, batch 20/100 | loss ...", "| epoch 001:  100 / 1505 loss=..."): not part of a
 #: date, a path or a ratio inside a word
 _COUNT_OF = re.compile(r"(?<![\w./:-])(?P<it>\d+)\s*/\s*(?P<n>\d+)(?![\w./:-])")
-_EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
+#: a per-epoch bar: tqdm's "Epoch 1:  12%|█▏   | 12/100 [...]" and rich's "Epoch 1/4 ━━━━╸━━━ 12/100 0:00:01 • ..."
+_EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+)(?:/\d+)?:?\s+(?:\d+%\|.*?\|\s*|[━╸╺╾╼─ ]+)(?P<it>\d+)/(?P<n>\d+)")
 #: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)";
 #: mmcv / mmengine: "Epoch [1][100/62598]\tlr: ...", "Epoch(train) [1][200/735]  lr: ..."
 _BRACKET_STEP = re.compile(r"\]\s*\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
@@ -199,17 +200,25 @@ def parse_progress(msg: str) -> dict | None:
         return None  # an end-of-training / end-of-epoch summary (HF Trainer, MetricLogger), not a step
     if "step" not in rec and "iter" not in rec:
         bar = _EPOCH_STEP.search(msg) if "Epoch " in msg else None
+        if bar and bar["it"] == "0":
+            return None  # a bar drawn (or reset) before its first step: its postfix is an earlier step's
         if bar:
-            rec["iter"] = int(bar["it"])
+            # the bar counts the epoch's batches from 0 again: the run's position is epoch x total + count
+            # (Lightning's global step), so every epoch's records are new steps, not repeats of the first's
+            rec["iter"] = int(bar["ep"]) * int(bar["n"]) + int(bar["it"])
+            rec["bar"] = True
         elif "/" in msg and (br := _BRACKET_STEP.search(msg)):
             rec["iter"] = int(br["it"])
         elif "|" in msg and (tq := _BAR_STEP.search(msg)):
             rec["iter"] = int(tq["it"])
+            rec["bar"] = True
         elif "/" in msg:
-            for c in _COUNT_OF.finditer(msg):
-                if 0 <= int(c["it"]) <= int(c["n"]) and int(c["n"]) > 1:
-                    rec["iter"] = int(c["it"])
-                    break
+            # of several counts ("Train: 1/3 ( 33%) [ 49/323 ( 15%)]": epoch and batch), the innermost loop's:
+            # the one with the largest total
+            counts = [(int(c["n"]), int(c["it"])) for c in _COUNT_OF.finditer(msg)]
+            counts = [c for c in counts if 0 <= c[1] <= c[0] and c[0] > 1]
+            if counts:
+                rec["iter"] = max(counts)[1]
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     if _EVAL_LINE.match(msg):
