@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
+from llmdiag.logs.formats import table_header, table_row
 from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
 from llmdiag.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
@@ -165,6 +166,8 @@ class LogAnalyzer:
         self._pending: list[tuple] = []
         self._joiner = RecordJoiner()
         self._redrawn = False
+        #: per file, the columns of a table of numbers under a header line, while its rows go on
+        self._tables: dict[str, list] = {}
         #: per file, a bar's redraw held until the next record says whether it was redrawn with the same count
         self._held: dict[str, tuple] = {}
         self._staged: list[dict] = []
@@ -317,11 +320,22 @@ class LogAnalyzer:
                 rows.append((lineno, int(row[1]), int(row[2])))
                 del rows[:-_LOOSE_ROWS]
                 return 0
+        cols = self._tables.get(file)
+        if cols is not None:
+            row = table_row(msg, cols)
+            if row is not None:
+                self._redraw(row, file, lineno, pre.rank, ts)
+                return 1  # the table goes on: the next line too (its rows carry no keyword)
+            del self._tables[file]
         rec = progress_of(msg)
         unplaced = False
         if rec is not None and not rec.get("open") and not self._joiner.pending(file):
             self._redraw(rec, file, lineno, pre.rank, ts)
         elif rec is None and not self._joiner.pending(file):
+            cols = table_header(msg)
+            if cols is not None:
+                self._tables[file] = cols
+                return 1
             unplaced = looks_like_record(msg)
         elif rec is not None or self._joiner.pending(file):
             for r, line, rank, t in self._joiner.feed(file, lineno, msg, rec, pre.rank, ts):
@@ -330,6 +344,8 @@ class LogAnalyzer:
                     self._line_text = None  # a joined record is no line to learn a template from
                 self._record(r, file, line, rank, t)
                 self._line_text = keep
+            if self._joiner.pending(file):
+                want = 1  # the record goes on: the next line too, keyword or not (its grad norm, its lr)
         matched = signatures.match_line(msg)
         if unplaced and not matched:  # a record no reader placed (an event line is no record)
             self.unplaced["count"] += 1

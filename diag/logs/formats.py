@@ -221,8 +221,54 @@ def parse_progress(msg: str) -> dict | None:
                 rec["iter"] = max(counts)[1]
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
+    if rec["format"] in ("hf-trainer", "jsonl") and "}" not in msg:
+        rec["open"] = True  # a dict printed over several lines (pprint, json.dumps(indent=...)): the rest follows
     if _EVAL_LINE.match(msg):
         rec["_eval_line"] = True
+    return _finish(rec)
+
+
+_DIGIT = re.compile(r"\d")
+_COLUMN_NAME = re.compile(r"[A-Za-z_][\w/.()%-]*(?: [A-Za-z_][\w/.()%-]*)*")
+_HEADER_SEP = (re.compile(r"\s*\|\s*|\t+|\s{2,}"), re.compile(r"\s+"))
+_ROW_SEP = re.compile(r"\s*\|\s*|\s+")
+
+
+def table_header(msg: str) -> list | None:
+    """The columns of a header that a table of numbers follows ("step  loss  lr  grad_norm",
+    "| iter | loss | tok/s |") as canonical fields (None for a column the vocabulary does not know), or None
+    when the line is no such header: names only, a loss among them, and enough of them known."""
+    if _DIGIT.search(msg):
+        return None
+    for sep, share in zip(_HEADER_SEP, (0.5, 1.0)):
+        names = [t for t in sep.split(msg.strip(" |\t")) if t]
+        if len(names) < 2 or not all(_COLUMN_NAME.fullmatch(t) for t in names):
+            continue
+        cols = [ALIASES.get(t.lower()) for t in names]
+        known = [c for c in cols if c is not None]
+        # columns set apart by wide gaps or bars: half of them known; by single spaces (prose looks alike:
+        # "Resetting step and loss") every one
+        if "loss" in cols and len(known) >= 2 and len(known) >= share * len(cols):
+            return cols
+    return None
+
+
+def table_row(msg: str, cols: list) -> dict | None:
+    """One row of numbers under a :func:`table_header`, or None when the line is no row of that table."""
+    vals = [t for t in _ROW_SEP.split(msg.strip(" |\t")) if t]
+    if len(vals) != len(cols):
+        return None
+    rec: dict = {}
+    for canon, tok in zip(cols, vals):
+        v = to_float(tok.rstrip("%"))
+        if v is None:
+            return None
+        if canon is not None and canon not in rec:
+            canon, v = _unit_scale(canon, "", v)
+            rec[canon] = v
+    if "loss" not in rec:
+        return None
+    rec["format"] = "table"
     return _finish(rec)
 
 
@@ -230,11 +276,19 @@ def fields_of(msg: str) -> dict:
     """The metric fields of a piece of a record that has no counter of its own (the lines a record split
     over several lines goes on with: ``lm loss: 6.9E-01 | loss scale: 1.0 |``, ``grad norm: 0.7 | ...``)."""
     rec: dict = {}
-    for f in _PIPE_FIELD.finditer("|" + msg.strip().rstrip("|") + "|"):
-        canon = ALIASES.get(f["key"].strip().lower())
+    if "|" in msg:
+        for f in _PIPE_FIELD.finditer("|" + msg.strip().rstrip("|") + "|"):
+            canon = ALIASES.get(f["key"].strip().lower())
+            v = to_float(f["val"])
+            if canon is not None and canon not in ("step", "iter") and v is not None:
+                canon, v = _unit_scale(canon, "s" if "(s)" in f["key"] else "", v)
+                rec.setdefault(canon, v)
+        return rec
+    for f in FIELD.finditer(msg):  # a dict's or key: value list's next lines ("'grad_norm': 1.2,")
+        canon = ALIASES[f["key"].lower()]
         v = to_float(f["val"])
-        if canon is not None and canon not in ("step", "iter") and v is not None:
-            canon, v = _unit_scale(canon, "s" if "(s)" in f["key"] else "", v)
+        if f["sep"].strip() and canon not in ("step", "iter") and v is not None:
+            canon, v = _unit_scale(canon, f["unit"] or "", v)
             rec.setdefault(canon, v)
     return rec
 

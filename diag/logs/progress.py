@@ -76,12 +76,15 @@ class RecordJoiner:
         if cur is not None:
             piece = None
             if lineno - cur[4] <= JOIN_SPAN and (rec is None or ("step" not in rec and "iter" not in rec)):
-                piece = fields_of(msg) if rec is None or rec.get("format") == "generic" else rec
-            if piece:
-                for k, v in piece.items():
+                # a line that starts a record of its own (a dict, a Megatron iteration) is no piece of this one
+                piece = fields_of(msg) if rec is None else rec if rec.get("format") == "generic" else None
+            if piece or (rec is None and cur[0].get("format") in ("hf-trainer", "jsonl") and msg.strip()):
+                for k, v in (piece or {}).items():
                     if k not in ("format", "open"):
                         cur[0].setdefault(k, v)
                 cur[4] = lineno
+                if "}" in msg and cur[0].get("format") in ("hf-trainer", "jsonl"):
+                    out.append(self._close(file))  # the dict is closed
                 return out
             out.append(self._close(file))
         if rec is not None and rec.get("open"):

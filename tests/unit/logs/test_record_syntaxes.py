@@ -125,3 +125,34 @@ def test_a_spike_names_where_it_starts_and_where_it_peaks(tmp_path):
     assert sp["step"] == 40 and sp["facts"]["max_loss_step"] == 41
     assert "step 41" in sp["message"] and "from step 40" in sp["message"]
     assert not math.isnan(sp["facts"]["max_loss"])
+
+
+def test_a_table_of_numbers_under_a_header(tmp_path):
+    text = ("Starting training\n"
+            "step    loss      lr        grad_norm   tok/s\n"
+            "10      5.1234    1.0e-04   1.20        12000\n"
+            "20      4.9000    1.0e-04   1.10        12100\n"
+            "30      nan       1.0e-04   nan         12000\n"
+            "saving checkpoint 40\n"
+            "| iter | loss | lr |\n"
+            "|   50 | 4.5  | 1e-4 |\n")
+    doc = _doc(tmp_path, text)
+    rows = [(s["step"], s["iter"], s["loss"], s["grad_norm"], s["tokens_per_s"]) for s in doc["steps"]]
+    assert rows == [(10, None, 5.1234, 1.2, 12000.0), (20, None, 4.9, 1.1, 12100.0), (30, None, "nan", "nan", 12000.0),
+                    (None, 50, 4.5, None, None)]
+    assert next(f for f in doc["findings"] if f["kind"] == "nan_loss")["step"] == 30
+
+
+def test_prose_with_metric_words_is_no_table_header(tmp_path):
+    doc = _doc(tmp_path, "Resetting step and loss\n1 2 3 4\n")
+    assert doc["steps_total"] == 0
+
+
+def test_a_dict_printed_over_several_lines_is_one_record(tmp_path):
+    text = ("{'loss': 2.3,\n 'grad_norm': 1.2,\n 'learning_rate': 0.0001,\n 'epoch': 0.1}\n"
+            "{'loss': 2.2,\n 'grad_norm': nan,\n 'learning_rate': 0.0001,\n 'epoch': 0.2}\n"
+            "{'loss': 2.1, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.3}\n")
+    doc = _doc(tmp_path, text)
+    assert [(s["loss"], s["grad_norm"], s["epoch"]) for s in doc["steps"]] == [(2.3, 1.2, 0.1), (2.2, "nan", 0.2),
+                                                                               (2.1, 1.0, 0.3)]
+    assert [f["kind"] for f in doc["findings"]] == ["nan_grad_norm"]
