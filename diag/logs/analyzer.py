@@ -18,10 +18,11 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
-from llmdiag.logs.formats import table_header, table_row
+from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
 from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
-from llmdiag.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
+from llmdiag.logs.table import (NONE, PENDING_ROWS, StepStore, batch_len, concat, empty_batch, pack, rows_to_batch,
+                                take)
 from llmdiag.logs.unwrap import join_wrapped, needs_continuation
 
 
@@ -290,10 +291,7 @@ class LogAnalyzer:
             return 1
         pre = self.normalise(file, text)
         if pre.rank is None:
-            rank = self._file_rank.get(file, -1)
-            if rank == -1:
-                m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
-                rank = self._file_rank[file] = int(m[1]) if m else None
+            rank = self._rank_of_file(file)
             if rank is not None:
                 pre = pre._replace(rank=rank)
         if self._block is not None:
@@ -405,6 +403,93 @@ class LogAnalyzer:
                 continue
             self.events.append(ev)
         return want
+
+    def _rank_of_file(self, file: str) -> int | None:
+        """The rank a file's name gives (``rank3.log``), for lines without a rank of their own."""
+        rank = self._file_rank.get(file, -1)
+        if rank == -1:
+            m = _FILE_RANK.search(file.rsplit("/", 1)[-1])
+            rank = self._file_rank[file] = int(m[1]) if m else None
+        return rank
+
+    def bar_line(self, file: str, lineno: int, text: str) -> int | None:
+        """Every redraw of a progress bar's line at once (readers._redraws): one regex pass over the line, built
+        from its first bar record (formats.bar_reader), gives the rows the redraw-by-redraw reading gives; the
+        number of records, or None (the line is then read redraw by redraw) when the line is no plain bar:
+        a redraw that is no bar (an error glued in), a prefix, a shape the regex does not take."""
+        if self._joiner.pending(file) or self._tables.get(file) is not None or "\r" not in text:
+            return None
+        segs = text.split("\r")
+        first = next((s for s in segs if "oss" in s), None)
+        if first is None or not first.startswith(("Epoch ", " ", "\x1b")) and "|" not in first[:40]:
+            return None
+        pre = self.normalise(file, first)
+        if pre.message != first.rstrip("\r\n") or pre.rank is not None:
+            return None  # prefixes: the redraw-by-redraw reading knows them
+        rec = progress_of(first)
+        got = bar_reader(first, rec) if rec is not None and not rec.get("open") else None
+        if got is None:
+            return None
+        head, fields, epochs = got
+        nonblank = sum(1 for s in segs if s.strip())
+        if signatures.match_line(segs[-1]):
+            return None  # a redraw that is no bar, or an error glued to the last one: read each one
+        heads = [(m.start(), m[1], m[2], m[3]) for m in head.finditer(text)]
+        if len(heads) != nonblank:
+            return None  # a redraw that is no bar of this shape: read each one
+        starts = np.array([h[0] for h in heads], dtype=np.int64)
+        count = np.array([h[2] for h in heads], dtype=np.int64)
+        if epochs:
+            ep = np.array([h[1] for h in heads], dtype=np.int64)
+            it = ep * np.array([h[3] for h in heads], dtype=np.int64) + count
+            keep = count != 0  # a bar drawn before its first step (formats.parse_progress)
+        else:
+            ep, it, keep = None, count, np.ones(len(count), dtype=bool)
+        vals, present = {}, {}
+        has = np.zeros(len(count), dtype=bool)
+        for rx, c in fields:
+            ms = [(m.start(), m[1]) for m in rx.finditer(text)]
+            col = np.full(len(count), np.nan)
+            if ms:
+                at = np.searchsorted(starts, np.array([m[0] for m in ms], dtype=np.int64), side="right") - 1
+                raw = [m[1] for m in ms]
+                try:
+                    v = np.array(raw, dtype=np.float64)  # "nan", "inf" and exponents convert in C
+                except ValueError:  # thousands separators
+                    v = np.array([to_float(x) for x in raw], dtype=np.float64)
+                ok = at >= 0
+                col[at[ok]] = v[ok]
+                present[c] = np.zeros(len(count), dtype=bool)
+                present[c][at[ok]] = True
+                if c == "loss":
+                    has[at[ok]] = True
+            vals[c] = col
+        keep &= has  # a redraw without the loss in its postfix is no record (as redraw by redraw)
+        rows = int(has.sum())
+        # a redraw of the same count replaces the one before (the last one of each run is the step's)
+        sel = np.flatnonzero(keep)
+        last = np.r_[it[sel][1:] != it[sel][:-1], True]
+        idx = sel[last]
+        if not len(idx):
+            return 0
+        self._flush_held()
+        b = empty_batch(len(idx))  # table.empty_batch
+        b["iter"] = it[idx]
+        if ep is not None:
+            b["epoch"] = ep[idx].astype(np.float64)
+        for c, v in vals.items():
+            b[c] = v[idx]
+        b["has_loss"][:] = 1
+        b["has_grad_norm"] = present["grad_norm"][idx].astype(np.int64) if "grad_norm" in present else 0 * b["line"]
+        b["line"][:] = lineno
+        b["file"][:] = self.table.file_id(file)
+        rank = self._rank_of_file(file)
+        if rank is not None:
+            b["rank"][:] = rank
+        self.lines_with_loss += len(idx)
+        self._stage_pending()
+        self._stage(b)
+        return rows
 
     def _redraw(self, rec: dict, file: str, lineno: int, rank, ts) -> None:
         """A progress bar redraws: each redraw is a record, and a redraw of the same count replaces the one

@@ -272,6 +272,31 @@ def table_row(msg: str, cols: list) -> dict | None:
     return _finish(rec)
 
 
+#: one ``key=value`` of a tqdm bar's postfix
+_POSTFIX_KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=(" + NUM + r")")
+
+
+def bar_reader(seg: str, rec: dict):
+    """A reader for every redraw of the bar line whose redraw ``seg`` gave the bar record ``rec``: a regex for
+    each redraw's head (epoch or an empty group, count, total) and one per postfix field that ``rec`` has
+    (``train_loss=``), each run once over the whole line, and the fields' canonical names; None when the
+    redraw's shape is not one this reader takes (the line is then read redraw by redraw)."""
+    lead = _EPOCH_STEP.search(seg)
+    br = seg.rfind("[")
+    if br < 0 or not rec.get("bar"):
+        return None
+    keys = [(m[1], ALIASES.get(m[1].lower())) for m in _POSTFIX_KV.finditer(seg, br)]
+    keys = [(k, c) for k, c in keys if c is not None and c in rec and isinstance(rec[c], float)]
+    if not any(c == "loss" for _, c in keys) or len({k for k, _ in keys}) != len(keys):
+        return None
+    head = re.compile((r"Epoch (\d+)(?:/\d+)?:?\s+\d+%\|[^|\r]*\|\s*" if lead else r"()\|\s*")
+                      + r"(\d+)/(\d+)\s*\[")
+    # the key's literal first (re scans for it fast), then the check that it is not the tail of a longer key
+    fields = [(re.compile(re.escape(k) + "=" + r"(?<![\w/.-]" + re.escape(k) + "=)(" + NUM + r")"), c)
+              for k, c in keys]
+    return head, fields, bool(lead)
+
+
 def fields_of(msg: str) -> dict:
     """The metric fields of a piece of a record that has no counter of its own (the lines a record split
     over several lines goes on with: ``lm loss: 6.9E-01 | loss scale: 1.0 |``, ``grad norm: 0.7 | ...``)."""

@@ -247,6 +247,13 @@ def _redraws(path: str, n: int, buf: bytes, ls: int, le: int, line_end: int, pre
     """Every redraw of a progress bar's line (segments between carriage returns) that the prefilter matches,
     from the first matching one at ``[ls, le)``: each is a record (the keyword kernel stops at a line's first
     match). A segment that another one follows keeps its '\r', so the consumer knows a redraw may replace it."""
+    whole = getattr(consumer, "bar_line", None)
+    if whole is not None:  # every redraw at once (the consumer says None where it cannot)
+        # the whole physical line (a bar's line is long by nature: 1000 redraws are 100 KiB, not a cut case)
+        got = whole(path, n, buf[ls:line_end].decode("utf-8", "replace"))
+        if got is not None:
+            stats.candidate_lines += max(0, got - 1)  # the first redraw is counted already
+            return 0
     rx = getattr(prefilter, "rx", prefilter)
     want = consumer(path, n, decode(buf[ls:le + 1], path, n, stats))
     seg = le + 1

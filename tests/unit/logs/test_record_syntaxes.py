@@ -156,3 +156,35 @@ def test_a_dict_printed_over_several_lines_is_one_record(tmp_path):
     assert [(s["loss"], s["grad_norm"], s["epoch"]) for s in doc["steps"]] == [(2.3, 1.2, 0.1), (2.2, "nan", 0.2),
                                                                                (2.1, 1.0, 0.3)]
     assert [f["kind"] for f in doc["findings"]] == ["nan_grad_norm"]
+
+
+def _bar_log() -> str:
+    """Lightning's tqdm bar as a file gets it: a line per epoch of '\\r' redraws, each count drawn twice (the
+    second time with the step's loss), a reset redraw at count 0, NaN from global step 250."""
+    lines = []
+    for ep in range(3):
+        segs = [f"\rEpoch {ep}:   0%|          | 0/200 [00:00<?, ?it/s]"]
+        for n in range(1, 201):
+            g = ep * 200 + n
+            prev = "nan" if g - 1 >= 250 else f"{3 - (g - 1) / 1000:.3f}"
+            now = "nan" if g >= 250 else f"{3 - g / 1000:.3f}"
+            bar = f"Epoch {ep}:  {n // 2:2d}%|#         | {n}/200 [00:01<00:08, 10.5it/s, v_num=0, train_loss="
+            segs += [f"\r{bar}{prev}]" if n > 1 or ep else f"\r{bar[:-len(', v_num=0, train_loss=')]}]", f"\r{bar}{now}]"]
+        lines.append("".join(segs))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_bar_line_read_at_once_equals_redraw_by_redraw(tmp_path, monkeypatch):
+    from llmdiag.logs.analyzer import LogAnalyzer
+
+    p = tmp_path / "bar.log"
+    p.write_text(_bar_log())
+    fast = analyze_paths([str(p)])
+    monkeypatch.setattr(LogAnalyzer, "bar_line", None)
+    slow = analyze_paths([str(p)])
+    for d in (fast, slow):
+        d["read"].pop("elapsed_s")
+    assert fast == slow
+    nan = next(f for f in fast["findings"] if f["kind"] == "nan_loss")
+    assert nan["step"] == 250 and nan["facts"]["last_finite_step"] == 249
+    assert fast["steps_total"] == 600 and fast["metrics"]["last_step"] == 600
