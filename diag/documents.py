@@ -362,6 +362,8 @@ class LogAnalysisDoc(Header):
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     steps: list[StepRow] = dataclasses.field(default_factory=list)
     steps_total: int | None = None
+    warnings: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc(
+        "why a run without a failure is not a PASS: an empty input, progress records no reader could place"))
     read: dict[str, Any] = dataclasses.field(default_factory=dict)
     node: str | None = dataclasses.field(default=None, metadata=_doc(
         "the host that followed the log (analyze-log --follow); absent when logs were read after the fact"))

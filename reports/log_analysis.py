@@ -73,6 +73,8 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for p in doc.get("read", {}).get("problems", [])[:10]:
         con.print(Text(f"read problem: {p['file']}" + (f":{p['line']}" if p.get("line") else "") +
                        f": {p['message']}", style="dim"))
+    for w in doc.get("warnings", []):
+        con.print(Text(f"warning: {w['message']}", style="yellow"))
     for f in doc.get("findings", []):
         con.print()
         head = Text(f"{f['severity'].upper():<7} ", style=_SEV_STYLE.get(f["severity"], ""))

@@ -18,9 +18,11 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
-from llmdiag.logs.progress import progress_of, timestamp_of
+from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
+from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
-from llmdiag.logs.table import NONE, PENDING_ROWS, StepStore, batch_len, concat, pack, rows_to_batch, take
+from llmdiag.logs.table import (NONE, PENDING_ROWS, StepStore, batch_len, concat, empty_batch, pack, rows_to_batch,
+                                take)
 from llmdiag.logs.unwrap import join_wrapped, needs_continuation
 
 
@@ -149,6 +151,8 @@ class LogAnalyzer:
         self.events: list[Event] = []
         self.evals: list[dict] = []
         self.lines_with_loss = 0
+        #: lines that print a loss among numeric fields but that no progress reader could place
+        self.unplaced: dict = {"count": 0, "example": None}
         self.extra: dict = {}
         self._block: _ChildFailedBlock | None = None
         #: ``rank : N (local_rank: M)`` rows seen outside a summary, per file: (line, rank, local rank).
@@ -167,6 +171,12 @@ class LogAnalyzer:
         self.last_progress: dict[str, tuple[int, float | None]] = {}
         self._file_rank: dict[str, int | None] = {}
         self._pending: list[tuple] = []
+        self._joiner = RecordJoiner()
+        self._redrawn = False
+        #: per file, the columns of a table of numbers under a header line, while its rows go on
+        self._tables: dict[str, list] = {}
+        #: per file, a bar's redraw held until the next record says whether it was redrawn with the same count
+        self._held: dict[str, tuple] = {}
         self._staged: list[dict] = []
         self._staged_n = 0
         self._line_text: str | None = None
@@ -231,6 +241,8 @@ class LogAnalyzer:
 
     def __call__(self, file: str, lineno: int, text: str) -> int:
         self._line_text = None
+        # a progress bar's redraw that a later redraw of the same line follows (readers.scan keeps its '\r')
+        self._redrawn = text.endswith("\r")
         joins = self._joins.get(file)
         if joins:
             # a piece of a hard-wrapped record: the record, once (records before this line whose pieces
@@ -287,10 +299,7 @@ class LogAnalyzer:
             return 1
         pre = self.normalise(file, text)
         if pre.rank is None:
-            rank = self._file_rank.get(file, -1)
-            if rank == -1:
-                m = _FILE_RANK.search(file.rsplit("/", 1)[-1]) or _LOG_DIR_RANK.search(file)
-                rank = self._file_rank[file] = int(m[1]) if m else None
+            rank = self._rank_of_file(file)
             if rank is not None:
                 pre = pre._replace(rank=rank)
         want_more = 0
@@ -335,10 +344,38 @@ class LogAnalyzer:
                 rows.append((lineno, int(row[1]), int(row[2])))
                 del rows[:-_LOOSE_ROWS]
                 return 0
+        cols = self._tables.get(file)
+        if cols is not None:
+            row = table_row(msg, cols)
+            if row is not None:
+                self._redraw(row, file, lineno, pre.rank, ts)
+                return 1  # the table goes on: the next line too (its rows carry no keyword)
+            del self._tables[file]
         rec = progress_of(msg)
-        if rec is not None:
-            self._record(rec, file, lineno, pre.rank, ts)
-        for kind, facts, m in signatures.match_line(msg):
+        unplaced = False
+        if rec is not None and not rec.get("open") and not self._joiner.pending(file):
+            self._redraw(rec, file, lineno, pre.rank, ts)
+        elif rec is None and not self._joiner.pending(file):
+            cols = table_header(msg)
+            if cols is not None:
+                self._tables[file] = cols
+                return 1
+            unplaced = looks_like_record(msg)
+        elif rec is not None or self._joiner.pending(file):
+            for r, line, rank, t in self._joiner.feed(file, lineno, msg, rec, pre.rank, ts):
+                keep = self._line_text
+                if line != lineno or r is not rec:
+                    self._line_text = None  # a joined record is no line to learn a template from
+                self._record(r, file, line, rank, t)
+                self._line_text = keep
+            if self._joiner.pending(file):
+                want = 1  # the record goes on: the next line too, keyword or not (its grad norm, its lr)
+        matched = signatures.match_line(msg)
+        if unplaced and not matched:  # a record no reader placed (an event line is no record)
+            self.unplaced["count"] += 1
+            if self.unplaced["example"] is None:
+                self.unplaced["example"] = {"file": file, "line": lineno, "text": msg.strip()[:200]}
+        for kind, facts, m in matched:
             rank = pre.rank
             host = pre.host
             if kind in _NCCL_LINE_KINDS:
@@ -396,6 +433,120 @@ class LogAnalyzer:
                 continue
             self.events.append(ev)
         return want
+
+    def _rank_of_file(self, file: str) -> int | None:
+        """The rank a file's name gives (``rank3.log``), for lines without a rank of their own."""
+        rank = self._file_rank.get(file, -1)
+        if rank == -1:
+            m = _FILE_RANK.search(file.rsplit("/", 1)[-1]) or _LOG_DIR_RANK.search(file)
+            rank = self._file_rank[file] = int(m[1]) if m else None
+        return rank
+
+    def bar_line(self, file: str, lineno: int, text: str) -> int | None:
+        """Every redraw of a progress bar's line at once (readers._redraws): one regex pass over the line, built
+        from its first bar record (formats.bar_reader), gives the rows the redraw-by-redraw reading gives; the
+        number of records, or None (the line is then read redraw by redraw) when the line is no plain bar:
+        a redraw that is no bar (an error glued in), a prefix, a shape the regex does not take."""
+        if self._joiner.pending(file) or self._tables.get(file) is not None or "\r" not in text:
+            return None
+        segs = text.split("\r")
+        first = next((s for s in segs if "oss" in s), None)
+        if first is None or not first.startswith(("Epoch ", " ", "\x1b")) and "|" not in first[:40]:
+            return None
+        pre = self.normalise(file, first)
+        if pre.message != first.rstrip("\r\n") or pre.rank is not None:
+            return None  # prefixes: the redraw-by-redraw reading knows them
+        rec = progress_of(first)
+        got = bar_reader(first, rec) if rec is not None and not rec.get("open") else None
+        if got is None:
+            return None
+        head, fields, epochs = got
+        nonblank = sum(1 for s in segs if s.strip())
+        if signatures.match_line(segs[-1]):
+            return None  # a redraw that is no bar, or an error glued to the last one: read each one
+        heads = [(m.start(), m[1], m[2], m[3]) for m in head.finditer(text)]
+        if len(heads) != nonblank:
+            return None  # a redraw that is no bar of this shape: read each one
+        starts = np.array([h[0] for h in heads], dtype=np.int64)
+        count = np.array([h[2] for h in heads], dtype=np.int64)
+        if epochs:
+            ep = np.array([h[1] for h in heads], dtype=np.int64)
+            it = ep * np.array([h[3] for h in heads], dtype=np.int64) + count
+            keep = count != 0  # a bar drawn before its first step (formats.parse_progress)
+        else:
+            ep, it, keep = None, count, np.ones(len(count), dtype=bool)
+        vals, present = {}, {}
+        has = np.zeros(len(count), dtype=bool)
+        for rx, c in fields:
+            ms = [(m.start(), m[1]) for m in rx.finditer(text)]
+            col = np.full(len(count), np.nan)
+            if ms:
+                at = np.searchsorted(starts, np.array([m[0] for m in ms], dtype=np.int64), side="right") - 1
+                raw = [m[1] for m in ms]
+                try:
+                    v = np.array(raw, dtype=np.float64)  # "nan", "inf" and exponents convert in C
+                except ValueError:  # thousands separators
+                    v = np.array([to_float(x) for x in raw], dtype=np.float64)
+                ok = at >= 0
+                col[at[ok]] = v[ok]
+                present[c] = np.zeros(len(count), dtype=bool)
+                present[c][at[ok]] = True
+                if c == "loss":
+                    has[at[ok]] = True
+            vals[c] = col
+        keep &= has  # a redraw without the loss in its postfix is no record (as redraw by redraw)
+        rows = int(has.sum())
+        # a redraw of the same count replaces the one before (the last one of each run is the step's)
+        sel = np.flatnonzero(keep)
+        last = np.r_[it[sel][1:] != it[sel][:-1], True]
+        idx = sel[last]
+        if not len(idx):
+            return 0
+        self._flush_held()
+        b = empty_batch(len(idx))  # table.empty_batch
+        b["iter"] = it[idx]
+        if ep is not None:
+            b["epoch"] = ep[idx].astype(np.float64)
+        for c, v in vals.items():
+            b[c] = v[idx]
+        b["has_loss"][:] = 1
+        b["has_grad_norm"] = present["grad_norm"][idx].astype(np.int64) if "grad_norm" in present else 0 * b["line"]
+        b["line"][:] = lineno
+        b["file"][:] = self.table.file_id(file)
+        rank = self._rank_of_file(file)
+        if rank is not None:
+            b["rank"][:] = rank
+        self.lines_with_loss += len(idx)
+        self._stage_pending()
+        self._stage(b)
+        return rows
+
+    def _redraw(self, rec: dict, file: str, lineno: int, rank, ts) -> None:
+        """A progress bar redraws: each redraw is a record, and a redraw of the same count replaces the one
+        before (tqdm draws a count, then again with the step's loss in its postfix), on the same line
+        (``\r``) or on the next ones (a collector that turned the ``\r`` into newlines)."""
+        held = self._held.pop(file, None)
+        if held is not None:
+            h = held[0]
+            same = (0 <= lineno - held[1] <= REDRAW_GAP and held[2] == rank and rec.get("bar")
+                    and (h.get("iter"), h.get("step"), h.get("epoch")) == (rec.get("iter"), rec.get("step"),
+                                                                          rec.get("epoch")))
+            if not same:
+                keep, self._line_text = self._line_text, None
+                self._record(*held[:1], file, *held[1:])
+                self._line_text = keep
+        if self._redrawn or rec.get("bar"):
+            # held until the next record says whether it was redrawn; a bar is no template for the bulk path
+            # (that reads a line's last segment alone)
+            self._held[file] = (rec, lineno, rank, ts)
+            return
+        self._record(rec, file, lineno, rank, ts)
+
+    def _flush_held(self) -> None:
+        for file, held in list(self._held.items()):
+            del self._held[file]
+            self._line_text = None
+            self._record(held[0], file, *held[1:])
 
     def _rows_above(self, file: str, lineno: int) -> list[tuple[int, int | None]]:
         """The loose rank rows right above ``lineno``: one entry per few lines, back to the first gap."""
@@ -585,6 +736,11 @@ class LogAnalyzer:
         return take(b, np.flatnonzero(keep))
 
     def finish(self) -> None:
+        self._redrawn = False  # what finish reads below is no bar's redraw
+        self._flush_held()
+        for file, (r, line, rank, t) in self._joiner.close_all():
+            self._line_text = None
+            self._record(r, file, line, rank, t)
         for file in list(self._joins):
             self._flush_joins(file, math.inf)
         self._joins.clear()
@@ -598,6 +754,7 @@ class LogAnalyzer:
             self._wrap = None
             self._handle(wfile, wline, pre._replace(message=join_wrapped(parts[0], parts[1:])))
         self._close_block()
+        self._flush_held()
         self.flush()
 
 
@@ -638,6 +795,7 @@ class _BulkFeed:
             return
         k0, self.done = self.done, end
         self.taken += end - k0
+        self.an._flush_held()  # a bar's redraw held before these template lines comes first, as line by line
         slices = []
         for t, (_tpl, lines, _values) in enumerate(self.parts):
             a = self.pos[t]
@@ -734,6 +892,8 @@ def hard_wrapped(lines: list[str], cut: bool = False) -> dict[int, tuple[int, st
     return out
 
 
+#: lines between a bar's redraw and the one of the same count that replaces it, at most
+REDRAW_GAP = 2
 #: pieces of one terminal-wrapped line joined at most
 MAX_WRAPPED = 16
 #: lines between "Exception ignored in" and the exception that ends its traceback, at most

@@ -217,4 +217,4 @@ def input_findings(doc: dict, binary: dict[str, float]) -> None:
                                 {}))
     doc["findings"] = list(doc.get("findings", [])) + new
     severities = {f["severity"] for f in doc["findings"]}
-    doc["status"] = "fail" if "error" in severities else "warn" if doc["findings"] else "pass"
+    doc["status"] = "fail" if "error" in severities else "warn" if doc["findings"] or doc.get("warnings") else "pass"

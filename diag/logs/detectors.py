@@ -166,8 +166,10 @@ class LossSpikeDetector:
         if sp["scales"]:
             f["loss_scale_min"] = min(sp["scales"])
         x_ratio = f"x{vm / med:.2f}" if med else "x inf"
+        # where it starts (the finding's place) and where it peaks: a spike of several records names both
+        began = "" if (km[1], km[2]) == (at["x"], at["line"]) else f", rising from {place_at(at)}"
         return finding("loss_spike", at, f"loss spikes to {_fmt(vm)} at {place(km)} (baseline {_fmt(med)}, "
-                       f"{x_ratio})" + ("; recovered" if recovered else "; did not recover"), f)
+                       f"{x_ratio}{began})" + ("; recovered" if recovered else "; did not recover"), f)
 
     def result(self) -> list[dict]:
         out = list(self.done)
@@ -356,6 +358,10 @@ class ThroughputDetector:
                         f"{place_at(at)} for {d['count']} record(s)", f)]
 
 
+#: records that all skipped their steps before the run counts as one that trains nothing
+MIN_DEAD_RECORDS = 3
+
+
 class ScaleDetector:
     """fp16 overflow without messages: skipped-iteration counters, or a loss scale that fell
     by ``scale_collapse_factor``."""
@@ -366,6 +372,7 @@ class ScaleDetector:
         self.low_at: dict | None = None
         self.skip_first: dict | None = None
         self.skipped = 0  # summed like the full-series rule did: 0 + floats
+        self.records = self.skipped_records = 0  # records of the rank, and those that skipped iterations
 
     def feed(self, b: dict, files: list[str]) -> None:
         ls = b["loss_scale"]
@@ -382,6 +389,8 @@ class ScaleDetector:
                 self.low_at = where(b, int(np.flatnonzero(m)[int(np.argmin(v))]), files)
         sk = b["skipped"]
         km = sk > 0
+        self.records += len(sk)  # a counter printed only when non-zero is absent (NaN) on the other records
+        self.skipped_records += int(km.sum())
         if km.any():
             if self.skip_first is None:
                 self.skip_first = where(b, int(np.argmax(km)), files)
@@ -399,9 +408,15 @@ class ScaleDetector:
         if self.skip_first is not None:
             facts["skipped_iterations"] = self.skipped
         at = self.skip_first if self.skip_first is not None else self.low_at
-        return finding("grad_overflow", at, "fp16 overflow: " + (
+        out = finding("grad_overflow", at, "fp16 overflow: " + (
             f"{facts.get('skipped_iterations', 0):g} skipped iteration(s)" if self.skip_first is not None else
             f"loss scale collapsed to {facts['loss_scale_min']:g}"), facts)
+        if self.records >= MIN_DEAD_RECORDS and self.skipped_records == self.records:
+            # every record counts skipped iterations: no step was applied, the run trains nothing
+            facts["all_steps_skipped"] = True
+            out["severity"] = "error"
+            out["message"] += f"; every one of the {self.records} records skipped its step(s): nothing was trained"
+        return out
 
 
 class StallTracker:

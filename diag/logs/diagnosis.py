@@ -475,6 +475,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["loss_scale_at_minimum"] = True
             f["severity"] = ERROR
             f["message"] += "; the loss scale reached its minimum and the run was ended"
+        elif pinned_overflows(ovs):
+            # "Attempted loss scale: 1, reducing to 1" again and again: the scaler is at its floor and every
+            # step is skipped; the job runs on without training (a dead run, not a warning)
+            fa["loss_scale_pinned"] = True
+            f["severity"] = ERROR
+            f["message"] += (f"; the loss scale is pinned at its minimum ({new[-1]:g}): every step is skipped, "
+                             "the model no longer trains")
         out.append(f)
     exc = by.pop("exception", [])
     cancels = by.pop("slurm_cancel_plain", [])
@@ -749,6 +756,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for a in anoms:
         f = _base(a["kind"])
         f.update({k: a[k] for k in ("rank", "step", "line", "file", "message", "facts", "ts")})
+        if a.get("severity"):
+            f["severity"] = a["severity"]
         findings.append(f)
     _precision_advice(findings, an.extra.get("dtype"), ser)
     for f in findings:
@@ -776,6 +785,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
+    warnings = input_warnings(stats, len(t), an.unplaced)
+    if warnings and status == "pass":
+        status = "warn"
     steps = t.head  # already JSON-clean (table.head_rows)
     return {
         "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
@@ -785,25 +797,73 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
         "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
         "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],
-        "facts": facts, "steps": steps, "steps_total": len(t),
+        "facts": facts, "steps": steps, "steps_total": len(t), "warnings": warnings,
         "read": {"bytes": stats.bytes_read, "lines": stats.lines, "candidate_lines": stats.candidate_lines,
                  "problems": stats.problems, "elapsed_s": round(elapsed_s, 3)},
     }
 
 
+#: overflow messages in a row at the same scale that say the scaler is at its floor
+PINNED_OVERFLOWS = 3
+
+
+def pinned_overflows(ovs: list[Event]) -> bool:
+    """The last ``PINNED_OVERFLOWS`` overflow messages could not lower the scale (attempted == new)."""
+    tail = [e.facts for e in ovs[-PINNED_OVERFLOWS:]]
+    return len(tail) == PINNED_OVERFLOWS and all(
+        "new_loss_scale" in t and t.get("attempted_loss_scale", t["new_loss_scale"]) == t["new_loss_scale"]
+        for t in tail) and len({t["new_loss_scale"] for t in tail}) == 1
+
+
+#: records that no reader could place, before a log without a curve says so
+UNPLACED_MIN = 3
+
+
+def input_warnings(stats, steps: int, unplaced: dict) -> list[dict]:
+    """What keeps the document from vouching for the run although nothing failed: an input without a line,
+    or a log whose progress records are in a syntax no reader placed (a PASS would only say "not read")."""
+    out = []
+    if stats.files and stats.lines == 0 and stats.bytes_read == 0:
+        out.append({"kind": "empty_input", "message": "the input is empty: there is nothing to analyse "
+                    "(was the job's output redirected elsewhere, or the file not yet written?)"})
+    if unplaced["count"] >= UNPLACED_MIN and unplaced["count"] > steps:
+        ex = unplaced["example"]
+        out.append({"kind": "unread_progress", "count": unplaced["count"], **ex,
+                    "message": f"{unplaced['count']} line(s) print a loss among numeric fields in a syntax the "
+                    f"progress readers could not place (first: {ex['file']}:{ex['line']}); the training curve "
+                    "was not checked"})
+    return out
+
+
+def precision_of(dtype: str | None, overflowed: bool, scale) -> str | None:
+    """The run's precision from the evidence: a printed dtype; else fp16 when the loss scaler overflowed or its
+    scale moved; a scale that stays at 1 is what Megatron and DeepSpeed print without a scaler (bf16 or fp32:
+    ``"unscaled"``); None when nothing says."""
+    if dtype:
+        return dtype
+    if overflowed:
+        return "float16"
+    if scale is None or scale.first is None:
+        return None
+    if scale.top == scale.low == 1.0 and scale.skip_first is None:
+        return "unscaled"
+    return "float16"
+
+
 def _precision_advice(findings: list[dict], dtype: str | None, ser) -> None:
     """NaN advice that fits the run's precision: a loss scaler only exists with fp16."""
-    scaled = any(f["kind"] == "grad_overflow" for f in findings) or (
-        ser is not None and ser.metrics.summary().get("loss_scale_last") is not None)
-    precision = dtype or ("float16" if scaled else None)
+    overflowed = any(f["kind"] == "grad_overflow" for f in findings)
+    precision = precision_of(dtype, overflowed, ser.scale if ser is not None else None)
     for f in findings:
         if f["kind"] not in ("nan_loss", "nan_grad_norm"):
             continue
-        if precision:
+        if precision and precision != "unscaled":
             f["facts"].setdefault("dtype", precision)
-        if precision == "bfloat16":
-            f["cause"] = (KINDS[f["kind"]][2] + "; the run is bf16, which has fp32's range: not a loss-scaling "
-                          "overflow but divergence (learning rate, a bad batch) or an inf/NaN produced by an op")
+        if precision in ("bfloat16", "unscaled"):
+            run = ("the run is bf16, which has fp32's range" if precision == "bfloat16" else
+                   "the run has no loss scaling (its loss scale stays at 1: bf16 or fp32)")
+            f["cause"] = (KINDS[f["kind"]][2] + f"; {run}: not a loss-scaling overflow but divergence (learning "
+                          "rate, a bad batch) or an inf/NaN produced by an op")
             f["next_step"] = ("restart from the last good checkpoint with a lower LR or tighter clipping; find the "
                               "batch at that step; enable anomaly detection on it")
         elif precision == "float16":

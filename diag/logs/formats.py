@@ -22,14 +22,16 @@ ALIASES: dict[str, str] = {}
 for canon, names in {
     "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
              "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs",
-             "avr_loss", "avg_loss"],
+             "avr_loss", "avg_loss", "loss train", "loss/train", "train/loss_epoch"],
     "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
                  "validation_loss"],
     "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step",
              "num_updates"],
     "iter": ["iter", "iteration", "it", "micro_step"],
     "lr": ["learning rate", "learning_rate", "lr", "train/learning_rate", "lr-adam"],
-    "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm"],
+    # llm.c prints the gradient norm as a bare "norm"
+    "grad_norm": ["grad norm", "grad_norm", "gradient norm", "grad-norm", "gnorm", "train/grad_norm", "norm",
+                  "grad_l2_norm", "total_norm", "grad/norm", "gradient_norm"],
     "loss_scale": ["loss scale", "loss_scale", "loss-scale", "scale"],
     "step_time_ms": ["elapsed time per iteration (ms)", "iter time", "time", "step_time_ms", "step time",
                      "iteration time", "time/iter", "elapsed_time_per_iteration_ms", "dt", "time_ms"],
@@ -52,6 +54,18 @@ for canon, names in {
     for n in names:
         ALIASES[n] = canon
 
+#: families that read unambiguously in nanoGPT's / Lightning's spaced ``key value`` form ("train_loss 3.21",
+#: "norm 15.4"); other spellings need a ``:`` or ``=`` (a bare "memory 3" or "time 5" is too loose)
+SPACED_FAMILIES = frozenset({"loss", "val_loss", "grad_norm", "lr", "loss_scale", "tokens_per_s"})
+SPACED_KEYS = frozenset({"iter", "step", "time", "mfu", "epoch", "iteration", "global step", "global_step"})
+#: a time whose key does not say what it covers: an iteration time only with a unit it was printed in for one
+#: step (nanoGPT's "time 123.45ms"); a bare "Time: 4.52" is as often the seconds of a window of N batches,
+#: or the time since the start, and read as an iteration time it makes a throughput drop out of nothing
+BARE_TIME = frozenset({"time"})
+#: a value followed by a unit that names its family ("(3032.12 ms | 1351 tok/s)": llm.c)
+UNIT_FAMILIES = {"tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "tokens/sec": "tokens_per_s",
+                 "samples/s": "samples_per_s", "samples/sec": "samples_per_s"}
+
 #: loss spellings that name a running average: a line that prints one next to the step's own loss
 #: ("avg_loss=2.31 loss=2.95") is read for the step's loss; the average only when it is alone
 AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
@@ -69,9 +83,16 @@ FIELD = re.compile(
 _KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
 _EVAL_LINE = re.compile(r"\s*step \d+: train loss [^,]+, val loss")
 _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
-_LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+):")
+# litgpt: "iter 12 step 3: loss 9.1, ..." (older), "iter 339 step 339 | loss train: 14.500, val: n/a | ..." (newer)
+_LITGPT = re.compile(r"(?<![\w])iter (?P<it>\d+) step (?P<step>\d+)\s*[:|]")
+_UNIT_VALUE = re.compile(r"(?<![\w.])(?P<val>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s?(?P<unit>"
+                         + "|".join(re.escape(u) for u in sorted(UNIT_FAMILIES, key=len, reverse=True)) + r")(?![\w/])")
 _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*(?=\|)")
-_EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+):\s+\d+%\|.*?\|\s*(?P<it>\d+)/(?P<n>\d+)")
+#: a bare "N/M" counter ("Epoch 0, batch 20/100 | loss ...", "| epoch 001:  100 / 1505 loss=..."): not part of a
+#: date, a path or a ratio inside a word
+_COUNT_OF = re.compile(r"(?<![\w./:-])(?P<it>\d+)\s*/\s*(?P<n>\d+)(?![\w./:-])")
+#: a per-epoch bar: tqdm's "Epoch 1:  12%|█▏   | 12/100 [...]" and rich's "Epoch 1/4 ━━━━╸━━━ 12/100 0:00:01 • ..."
+_EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+)(?:/\d+)?:?\s+(?:\d+%\|.*?\|\s*|[━╸╺╾╼─ ]+)(?P<it>\d+)/(?P<n>\d+)")
 #: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)";
 #: mmcv / mmengine: "Epoch [1][100/62598]\tlr: ...", "Epoch(train) [1][200/735]  lr: ..."
 _BRACKET_STEP = re.compile(r"\]\s*\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
@@ -127,12 +148,15 @@ def parse_progress(msg: str) -> dict | None:
             if v is not None:
                 canon, v = _unit_scale(canon, "s" if "(s)" in key else "", v)
                 rec.setdefault(canon, v)
+        if "loss" not in rec and "skipped" not in rec and msg.rstrip().endswith("|"):
+            # the record goes on: a wrapped paste puts its loss, grad norm and counters on the next lines
+            rec["open"] = True
         return _finish(rec)
     lit = _LITGPT.search(msg) if "iter " in msg and " step " in msg else None
     start = 0
     if lit:
         rec["iter"], rec["step"], rec["format"] = int(lit["it"]), int(lit["step"]), "litgpt"
-        rec["optimizer_step"] = "(optimizer.step)" in msg
+        rec["optimizer_step"] = "(optimizer.step)" in msg or "(step)" in msg
         start = lit.end()
     if "=" in msg and ":" not in msg and "'" not in msg and '"' not in msg and " - " not in msg:
         for f in _KV.finditer(msg, start):
@@ -153,9 +177,9 @@ def parse_progress(msg: str) -> dict | None:
         canon = "_avg_loss" if key in AVERAGE_LOSS else ALIASES[key]
         sep = f["sep"]
         # nanoGPT's "key value" form only for words that are unambiguous without a colon
-        if not sep.strip() and key not in ("loss", "iter", "step", "time", "mfu", "train loss", "val loss",
-                                           "lm loss", "epoch", "iteration", "lr", "grad norm", "loss scale",
-                                           "global step"):
+        if not sep.strip() and key not in SPACED_KEYS and canon not in SPACED_FAMILIES:
+            continue
+        if key in BARE_TIME and (f["unit"] or "").strip().lower() != "ms":
             continue
         v = to_float(f["val"])
         if v is None or (canon in ("step", "iter", "epoch") and msg.startswith("%", f.end("val"))):
@@ -167,21 +191,131 @@ def parse_progress(msg: str) -> dict | None:
     _average_if_alone(rec)
     if "loss" not in rec and "val_loss" not in rec:
         return None
+    if "/s" in msg:
+        for u in _UNIT_VALUE.finditer(msg):
+            canon = UNIT_FAMILIES[u["unit"].lower()]
+            if canon not in rec:
+                rec[canon] = float(u["val"])
     if "train_runtime" in msg or "train_steps_per_second" in msg or "Averaged stats" in msg:
         return None  # an end-of-training / end-of-epoch summary (HF Trainer, MetricLogger), not a step
     if "step" not in rec and "iter" not in rec:
         bar = _EPOCH_STEP.search(msg) if "Epoch " in msg else None
+        if bar and bar["it"] == "0":
+            return None  # a bar drawn (or reset) before its first step: its postfix is an earlier step's
         if bar:
-            rec["iter"] = int(bar["it"])
+            # the bar counts the epoch's batches from 0 again: the run's position is epoch x total + count
+            # (Lightning's global step), so every epoch's records are new steps, not repeats of the first's
+            rec["iter"] = int(bar["ep"]) * int(bar["n"]) + int(bar["it"])
+            rec["bar"] = True
         elif "/" in msg and (br := _BRACKET_STEP.search(msg)):
             rec["iter"] = int(br["it"])
         elif "|" in msg and (tq := _BAR_STEP.search(msg)):
             rec["iter"] = int(tq["it"])
+            rec["bar"] = True
+        elif "/" in msg:
+            # of several counts ("Train: 1/3 ( 33%) [ 49/323 ( 15%)]": epoch and batch), the innermost loop's:
+            # the one with the largest total
+            counts = [(int(c["n"]), int(c["it"])) for c in _COUNT_OF.finditer(msg)]
+            counts = [c for c in counts if 0 <= c[1] <= c[0] and c[0] > 1]
+            if counts:
+                rec["iter"] = max(counts)[1]
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
+    if rec["format"] in ("hf-trainer", "jsonl") and "}" not in msg:
+        rec["open"] = True  # a dict printed over several lines (pprint, json.dumps(indent=...)): the rest follows
     if _EVAL_LINE.match(msg):
         rec["_eval_line"] = True
     return _finish(rec)
+
+
+_DIGIT = re.compile(r"\d")
+_COLUMN_NAME = re.compile(r"[A-Za-z_][\w/.()%-]*(?: [A-Za-z_][\w/.()%-]*)*")
+_HEADER_SEP = (re.compile(r"\s*\|\s*|\t+|\s{2,}"), re.compile(r"\s+"))
+_ROW_SEP = re.compile(r"\s*\|\s*|\s+")
+
+
+def table_header(msg: str) -> list | None:
+    """The columns of a header that a table of numbers follows ("step  loss  lr  grad_norm",
+    "| iter | loss | tok/s |") as canonical fields (None for a column the vocabulary does not know), or None
+    when the line is no such header: names only, a loss among them, and enough of them known."""
+    if _DIGIT.search(msg):
+        return None
+    for sep, share in zip(_HEADER_SEP, (0.5, 1.0)):
+        names = [t for t in sep.split(msg.strip(" |\t")) if t]
+        if len(names) < 2 or not all(_COLUMN_NAME.fullmatch(t) for t in names):
+            continue
+        cols = [ALIASES.get(t.lower()) for t in names]
+        known = [c for c in cols if c is not None]
+        # columns set apart by wide gaps or bars: half of them known; by single spaces (prose looks alike:
+        # "Resetting step and loss") every one
+        if "loss" in cols and len(known) >= 2 and len(known) >= share * len(cols):
+            return cols
+    return None
+
+
+def table_row(msg: str, cols: list) -> dict | None:
+    """One row of numbers under a :func:`table_header`, or None when the line is no row of that table."""
+    vals = [t for t in _ROW_SEP.split(msg.strip(" |\t")) if t]
+    if len(vals) != len(cols):
+        return None
+    rec: dict = {}
+    for canon, tok in zip(cols, vals):
+        v = to_float(tok.rstrip("%"))
+        if v is None:
+            return None
+        if canon is not None and canon not in rec:
+            canon, v = _unit_scale(canon, "", v)
+            rec[canon] = v
+    if "loss" not in rec:
+        return None
+    rec["format"] = "table"
+    return _finish(rec)
+
+
+#: one ``key=value`` of a tqdm bar's postfix
+_POSTFIX_KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=(" + NUM + r")")
+
+
+def bar_reader(seg: str, rec: dict):
+    """A reader for every redraw of the bar line whose redraw ``seg`` gave the bar record ``rec``: a regex for
+    each redraw's head (epoch or an empty group, count, total) and one per postfix field that ``rec`` has
+    (``train_loss=``), each run once over the whole line, and the fields' canonical names; None when the
+    redraw's shape is not one this reader takes (the line is then read redraw by redraw)."""
+    lead = _EPOCH_STEP.search(seg)
+    br = seg.rfind("[")
+    if br < 0 or not rec.get("bar"):
+        return None
+    keys = [(m[1], ALIASES.get(m[1].lower())) for m in _POSTFIX_KV.finditer(seg, br)]
+    keys = [(k, c) for k, c in keys if c is not None and c in rec and isinstance(rec[c], float)]
+    if not any(c == "loss" for _, c in keys) or len({k for k, _ in keys}) != len(keys):
+        return None
+    head = re.compile((r"Epoch (\d+)(?:/\d+)?:?\s+\d+%\|[^|\r]*\|\s*" if lead else r"()\|\s*")
+                      + r"(\d+)/(\d+)\s*\[")
+    # the key's literal first (re scans for it fast), then the check that it is not the tail of a longer key
+    fields = [(re.compile(re.escape(k) + "=" + r"(?<![\w/.-]" + re.escape(k) + "=)(" + NUM + r")"), c)
+              for k, c in keys]
+    return head, fields, bool(lead)
+
+
+def fields_of(msg: str) -> dict:
+    """The metric fields of a piece of a record that has no counter of its own (the lines a record split
+    over several lines goes on with: ``lm loss: 6.9E-01 | loss scale: 1.0 |``, ``grad norm: 0.7 | ...``)."""
+    rec: dict = {}
+    if "|" in msg:
+        for f in _PIPE_FIELD.finditer("|" + msg.strip().rstrip("|") + "|"):
+            canon = ALIASES.get(f["key"].strip().lower())
+            v = to_float(f["val"])
+            if canon is not None and canon not in ("step", "iter") and v is not None:
+                canon, v = _unit_scale(canon, "s" if "(s)" in f["key"] else "", v)
+                rec.setdefault(canon, v)
+        return rec
+    for f in FIELD.finditer(msg):  # a dict's or key: value list's next lines ("'grad_norm': 1.2,")
+        canon = ALIASES[f["key"].lower()]
+        v = to_float(f["val"])
+        if f["sep"].strip() and canon not in ("step", "iter") and v is not None:
+            canon, v = _unit_scale(canon, f["unit"] or "", v)
+            rec.setdefault(canon, v)
+    return rec
 
 
 def _average_if_alone(rec: dict) -> None:

@@ -8,14 +8,27 @@ probe lines against :func:`read_line` again, so a template can never read a line
 
 from __future__ import annotations
 
+import re
+
 from llmdiag.logs import prefixes, signatures
-from llmdiag.logs.formats import parse_progress
+from llmdiag.logs.formats import fields_of, parse_progress
 from llmdiag.logs.unwrap import needs_continuation
 
 
 def may_be_progress(msg: str) -> bool:
     """Cheap gate before the format parsers: every progress format prints a loss or an iteration."""
     return "oss" in msg or "iteration" in msg or "OSS" in msg
+
+
+#: a "name: number" / "name=number" / "name number" field, for telling a record the readers missed
+_NUMERIC_FIELD = re.compile(r"[A-Za-z][\w /()-]{0,40}?\s*[:=]?\s+['\"]?[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)\b"
+                            r"|[A-Za-z][\w/()-]{0,40}[:=]['\"]?[-+]?(?:\d|nan|inf)", re.IGNORECASE)
+
+
+def looks_like_record(msg: str) -> bool:
+    """A line that names a loss among at least three numeric fields: a progress record in a syntax the
+    readers do not know (counted, so that a log full of them is not a silent PASS)."""
+    return "oss" in msg.lower() and len(_NUMERIC_FIELD.findall(msg)) >= 3
 
 
 def progress_of(msg: str) -> dict | None:
@@ -38,4 +51,56 @@ def read_line(text: str, file_rank: int | None):
         return None
     if signatures.match_line(msg):
         return None
-    return progress_of(msg), rank, timestamp_of(pre)
+    rec = progress_of(msg)
+    if rec is not None and rec.get("open"):
+        return None  # a record that goes on over the next lines: read line by line (RecordJoiner)
+    return rec, rank, timestamp_of(pre)
+
+
+#: lines a record split over several lines may span (its pieces without a counter of their own)
+JOIN_SPAN = 6
+
+
+class RecordJoiner:
+    """One record split over several lines, joined: a record that says it goes on (``open``: a
+    Megatron iteration line that ends in ``|`` without its loss) takes the fields of the lines
+    that follow it in the same file until a line with its own counter, a line that is no piece
+    of a record, or ``JOIN_SPAN`` lines. ``feed`` returns the records that are complete."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, list] = {}  # file -> [record, first line, rank, ts, last line]
+
+    def feed(self, file: str, lineno: int, msg: str, rec: dict | None, rank, ts) -> list[tuple]:
+        out: list[tuple] = []
+        cur = self._open.get(file)
+        if cur is not None:
+            piece = None
+            if lineno - cur[4] <= JOIN_SPAN and (rec is None or ("step" not in rec and "iter" not in rec)):
+                # a line that starts a record of its own (a dict, a Megatron iteration) is no piece of this one
+                piece = fields_of(msg) if rec is None else rec if rec.get("format") == "generic" else None
+            if piece or (rec is None and cur[0].get("format") in ("hf-trainer", "jsonl") and msg.strip()):
+                for k, v in (piece or {}).items():
+                    if k not in ("format", "open"):
+                        cur[0].setdefault(k, v)
+                cur[4] = lineno
+                if "}" in msg and cur[0].get("format") in ("hf-trainer", "jsonl"):
+                    out.append(self._close(file))  # the dict is closed
+                return out
+            out.append(self._close(file))
+        if rec is not None and rec.get("open"):
+            self._open[file] = [dict(rec), lineno, rank, ts, lineno]
+        elif rec is not None:
+            out.append((rec, lineno, rank, ts))
+        return out
+
+    def pending(self, file: str) -> bool:
+        return file in self._open
+
+    def _close(self, file: str) -> tuple:
+        rec, line, rank, ts, _ = self._open.pop(file)
+        rec.pop("open", None)
+        return rec, line, rank, ts
+
+    def close_all(self) -> list[tuple]:
+        """``(file, (record, line, rank, ts))`` of every record still open (the end of the input)."""
+        return [(f, self._close(f)) for f in list(self._open)]

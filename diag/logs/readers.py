@@ -228,6 +228,46 @@ def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: Rea
         stats.last_line[path] = decode(last, path, base, stats)
 
 
+#: what a progress bar's redraw prints (tqdm's "12%|", rich's bar)
+BAR_MARKS = (b"%|", "━".encode())
+
+
+def _bar_line(buf: bytes, le: int, line_end: int) -> bool:
+    """The line's last redraw is a progress bar (a Lightning / tqdm bar redrawn to the end), not a record that
+    ``tqdm.write`` printed after the bar's updates (that one is the line's record: bulk templates take it)."""
+    end = line_end
+    while end > le and buf[end - 1] == 13:
+        end -= 1
+    last = buf[buf.rfind(b"\r", le, end) + 1:end]
+    return any(m in last for m in BAR_MARKS)
+
+
+def _redraws(path: str, n: int, buf: bytes, ls: int, le: int, line_end: int, prefilter, consumer: Consumer,
+             stats: ReadStats) -> int:
+    """Every redraw of a progress bar's line (segments between carriage returns) that the prefilter matches,
+    from the first matching one at ``[ls, le)``: each is a record (the keyword kernel stops at a line's first
+    match). A segment that another one follows keeps its '\r', so the consumer knows a redraw may replace it."""
+    whole = getattr(consumer, "bar_line", None)
+    if whole is not None:  # every redraw at once (the consumer says None where it cannot)
+        # the whole physical line (a bar's line is long by nature: 1000 redraws are 100 KiB, not a cut case)
+        got = whole(path, n, buf[ls:line_end].decode("utf-8", "replace"))
+        if got is not None:
+            stats.candidate_lines += max(0, got - 1)  # the first redraw is counted already
+            return 0
+    rx = getattr(prefilter, "rx", prefilter)
+    want = consumer(path, n, decode(buf[ls:le + 1], path, n, stats))
+    seg = le + 1
+    while seg < line_end and not want:
+        cr = buf.find(b"\r", seg, line_end)
+        seg_end = line_end if cr < 0 else cr
+        if seg_end > seg and rx.search(buf, seg, seg_end) is not None:
+            last = cr < 0 or cr + 1 >= line_end
+            stats.candidate_lines += 1
+            want = consumer(path, n, decode(buf[seg:seg_end] if last else buf[seg:seg_end + 1], path, n, stats))
+        seg = seg_end + 1
+    return want
+
+
 def _scan_buffer(path: str, buf: bytes, base: int, want: int, prefilter, consumer: Consumer, stats: ReadStats,
                  feed=None) -> int:
     """One chunk: candidates (and followers) to the consumer; returns the lines still wanted.
@@ -265,13 +305,18 @@ def _scan_buffer(path: str, buf: bytes, base: int, want: int, prefilter, consume
         ls, le = _line_bounds(buf, m.start(), m.end())
         n = number(ls)
         stats.candidate_lines += 1
+        end = buf.find(b"\n", le)
+        line_end = len(buf) if end < 0 else end
         if feed is not None:
             feed.until(n)
-            if any(t in buf[ls:le] for t in BLOCK_TRIGGERS):
+            # a block may start in a later redraw of the line too (each redraw is read, see _redraws)
+            if any(t in buf[ls:line_end if buf[le:le + 1] == b"\r" else le] for t in BLOCK_TRIGGERS):
                 stats.candidate_lines -= 1
                 return n, ls - (buf.rfind(b"\n", 0, ls) + 1)
-        want = consumer(path, n, decode(buf[ls:le], path, n, stats))
-        end = buf.find(b"\n", le)
+        if le + 1 < line_end and buf[le] == 13 and _bar_line(buf, le, line_end):
+            want = _redraws(path, n, buf, ls, le, line_end, prefilter, consumer, stats)
+        else:
+            want = consumer(path, n, decode(buf[ls:le], path, n, stats))
         pos = follow(len(buf) if end < 0 else end + 1)
     if feed is not None:
         feed.until(None)

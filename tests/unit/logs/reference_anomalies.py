@@ -158,9 +158,10 @@ def loss_spikes(t: StepTable, idx: Sequence[int], s: Settings) -> list[dict]:
                     f["loss_scale_before"] = t.get("loss_scale", before)
                 if scales:
                     f["loss_scale_min"] = min(scales)
+                began = "" if km == k else f", rising from {_x(t, k)[0]} {_x(t, k)[1]}"
                 out.append(_finding("loss_spike", t, k, f"loss spikes to {_fmt(vm)} at {_x(t, km)[0]} "
-                                    f"{_x(t, km)[1]} (baseline {_fmt(med)}, {f'x{vm / med:.2f}' if med else 'x inf'})"
-                                    + ("; recovered" if recovered else "; did not recover"), f))
+                                    f"{_x(t, km)[1]} (baseline {_fmt(med)}, {f'x{vm / med:.2f}' if med else 'x inf'}"
+                                    f"{began})" + ("; recovered" if recovered else "; did not recover"), f))
                 i = j + 1
                 continue
         window.append(v)
@@ -237,9 +238,14 @@ def loss_scale_collapse(t: StepTable, idx: Sequence[int], s: Settings) -> dict |
     if skipped:
         facts["skipped_iterations"] = sum(t.get("skipped", k) or 0 for k in skipped)
     k = skipped[0] if skipped else min(scales, key=lambda p: p[1])[0]
-    return _finding("grad_overflow", t, k, "fp16 overflow: " + (
+    out = _finding("grad_overflow", t, k, "fp16 overflow: " + (
         f"{facts.get('skipped_iterations', 0):g} skipped iteration(s)" if skipped else
         f"loss scale collapsed to {facts['loss_scale_min']:g}"), facts)
+    if len(idx) >= 3 and len(skipped) == len(idx):  # every record skipped: nothing trains (issue 22)
+        facts["all_steps_skipped"] = True
+        out["severity"] = "error"
+        out["message"] += f"; every one of the {len(idx)} records skipped its step(s): nothing was trained"
+    return out
 
 
 def silent_tail(t: StepTable, idx: Sequence[int], lines_after: int) -> list[dict]:

@@ -19,7 +19,7 @@ CASES = [
     ("step:  1  loss: 12.2531  memory: 38.31GiB(40.33%)  wps: 1,234  mfu: 12.34%",
      {"step": 1, "loss": 12.2531, "memory_gib": 38.31, "tokens_per_s": 1234.0, "mfu_pct": 12.34}),
     ("Epoch 1: 100%|##########| 50/50 [00:10<00:00, 4.87it/s, v_num=1, train_loss=0.532, val_loss=0.612]",
-     {"iter": 50, "loss": 0.532}),
+     {"iter": 100, "loss": 0.532}),  # epoch 1's 50th of 50 batches: the run's 100th
     ("iter 12 step 6: loss 4.2300, iter time: 178.99ms (optimizer.step)",
      {"iter": 12, "step": 6, "loss": 4.23, "step_time_ms": 178.99, "optimizer_step": True}),
     ("iter 0: loss 4.0169, time 7998.60ms, mfu -100.00%", {"iter": 0, "loss": 4.0169, "mfu_pct": -100.0}),

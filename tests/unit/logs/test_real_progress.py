@@ -112,13 +112,14 @@ saving checkpoint to out
 
  14%|{BAR}▍        | 382/2724 [14:06:56<85:46:12, 131.84s/it][2023-06-07 22:24:46,260] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2
 """, ["grad_overflow"], 0, {"num_steps_with_loss": 1}),
-    # huggingface/transformers#14531: ZeRO-2 fp16, the loss scale is already 1 and every step overflows
+    # huggingface/transformers#14531: ZeRO-2 fp16, the loss scale is already 1 and every step overflows: the scale
+    # is pinned at its minimum and nothing trains, an error (exit 1), not a warning (issue 22)
     ("transformers#14531", """\
 [2021-11-27 00:36:54,800] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1
   0%|▋                                                                 | 98/24128 [00:40<2:40:10,  2.50it/s][2021-11-27 00:36:55,194] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1
   0%|▋                                                                 | 99/24128 [00:40<2:39:27,  2.51it/s][2021-11-27 00:36:55,588] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1
   0%|▋                                                                | 100/24128 [00:40<2:39:03,  2.52it/s][2021-11-27 00:36:55,985] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1
-""", ["grad_overflow"], 0, {}),
+""", ["grad_overflow"], 1, {"loss_scale_pinned": True}),
     # CarperAI/trlx#342: trlx PPO bars '[losses/total_loss: ... | ...]' with ZeRO-1/2 OVERFLOW messages on the same line
     ("trlx#342", f"""\
 [losses/total_loss: 1.34 | losses/policy_loss: -0.39 | losses/value_loss: 8.65]:  16%|{BAR * 17}▎    | 1044/6400 [1:16:09<1:07:04,  1.33it/s][2023-02-28 20:08:24,113] [INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 128.0, reducing to 64.0
