@@ -13,9 +13,10 @@ import click
 
 from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
+from llmdiag.util.clitypes import SuggestingGroup
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def report():
     """Work with saved reports (merge node reports, render a saved report in another format)."""
 
