@@ -1,4 +1,4 @@
-"""Shared fixtures. Markers: distributed, cluster, gpu, slow (see pyproject.toml)."""
+"""Shared fixtures. Markers: distributed, cluster, browser, ops, gpu, slow (see pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+# every document a test renders or reads must match its type exactly: an unknown key, a missing
+# required field or a word outside its vocabulary is an error here (llmdiag.documents.read);
+# the commands the tests start inherit it
+os.environ.setdefault("LLMDIAG_STRICT_DOCUMENTS", "1")
 
 
 def pytest_configure(config) -> None:
@@ -23,6 +27,19 @@ def pytest_configure(config) -> None:
     for sig in (signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
         if signal.getsignal(sig) == signal.SIG_IGN:
             signal.signal(sig, signal.SIG_DFL)
+
+
+#: a test folder -> the marker every test in it carries, so `-m "not ..."` (make test-fast) selects
+#: by what a test needs without each file repeating it
+FOLDER_MARKERS = {"distributed": "distributed", "cluster": "cluster", "browser": "browser", "ops": "ops"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO).parts
+        marker = FOLDER_MARKERS.get(parts[1]) if len(parts) > 2 and parts[0] == "tests" else None
+        if marker:
+            item.add_marker(getattr(pytest.mark, marker))
 
 
 def cli_env(**extra: str) -> dict[str, str]:

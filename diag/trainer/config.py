@@ -14,6 +14,7 @@ import click
 
 from llmdiag.config import Field, register_section
 from llmdiag.util.clitypes import FiniteFloatRange
+from llmdiag.vocab import Backend
 
 def _inject_error(specs) -> str | None:
     from llmdiag.trainer.inject import InjectError, parse
@@ -63,7 +64,7 @@ def options() -> list[click.Option]:
         opt(["--nproc"], type=pos, default=1, help="Workers to spawn on this node (ignored under torchrun)."),
         opt(["--max-restarts"], type=nonneg, default=0,
             help="Restart all workers this many times after a failure (they resume from the last checkpoint)."),
-        opt(["--backend"], type=click.Choice(("auto", "nccl", "gloo")), default="auto",
+        opt(["--backend"], type=click.Choice(Backend.words()), default=Backend.AUTO.value,
             help="Process-group backend; auto: nccl with GPUs, else gloo."),
         opt(["--device"], type=click.Choice(("auto", "cpu", "cuda")), default="auto",
             help="Where the model runs; auto: cuda when available."),
