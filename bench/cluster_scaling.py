@@ -164,7 +164,7 @@ def _fake_node_doc(rank: int) -> dict:
              "env": {"NCCL_SOCKET_IFNAME": "eth0"}, "network": {"interface": "eth0", "address": f"10.0.{rank // 250}.{rank % 250}",
                                                                   "mtu": 1500},
              "paths": {}}
-    return {"schema_version": 1, "kind": "node", "node": f"node-{rank}", "node_rank": rank, "results": results,
+    return {"schema_version": "1.0", "kind": "node", "node": f"node-{rank}", "node_rank": rank, "results": results,
             "started_at": time.time(), "finished_at": time.time(),
             "meta": {"facts": facts, "clock": {"skew_ms": 0.1 * (rank % 7), "rtt_ms": 0.2},
                      "matrix": {"ports": [29501], "mode": "ring + 2 sampled peers", "peers": [], "tested": 3,

@@ -16,6 +16,7 @@ import click
 from llmdiag import __version__
 from llmdiag.errors import LlmdiagError
 from llmdiag.exitcodes import ExitCode
+from llmdiag.util.clitypes import SuggestingGroup
 from llmdiag.util.files import OutputError
 
 #: name -> (module:attribute, one-line help). Every command is listed here; one whose module
@@ -35,8 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LlmdiagGroup(click.Group):
-    """Lazy subcommands, and one place that turns errors into messages and exit codes."""
+class LlmdiagGroup(SuggestingGroup):
+    """Lazy subcommands, suggestions for a mistyped one, and one place that turns errors into
+    messages and exit codes."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)

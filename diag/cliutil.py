@@ -10,21 +10,7 @@ from typing import Any
 import click
 
 from llmdiag.reports.base import FORMATS, RenderOptions
-
-
-class FiniteFloatRange(click.FloatRange):
-    """``click.FloatRange`` that also refuses nan and ±inf: NaN slips through every comparison
-    (``--interval nan`` sampled "every nan s" forever), inf through every lower bound."""
-
-    name = "float range"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        import math
-
-        out = super().convert(value, param, ctx)
-        if isinstance(out, float) and not math.isfinite(out):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return out
+from llmdiag.util.clitypes import FiniteFloatRange  # noqa: F401 - the commands import it from here
 
 
 def _one_format(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str:

@@ -9,8 +9,10 @@ document out), never by guessing at keys.
 
 The JSON Schema of each kind is generated from these classes (``python -m llmdiag.documents
 DIR`` writes them; the package ships them in ``llmdiag/schemas/`` and ``docs/schemas/``).
-Changes are additive: a new field gets a default; renaming or removing one bumps the major
-``schema_version``. A measured float that is NaN or infinite is written as the string
+``schema_version`` is one string for every kind, ``MAJOR.MINOR`` (:data:`SCHEMA_VERSION`), and
+the compatibility rule is docs/reports.md's "Versions": a new optional field or enum word bumps
+the minor; renaming, removing or retyping a field, or a new required one, bumps the major; a
+reader takes its own major and ignores only the keys of a newer minor. A measured float that is NaN or infinite is written as the string
 ``"nan"`` / ``"inf"`` (JSON has no such numbers), hence ``float | str`` for measurements.
 """
 
@@ -19,18 +21,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from llmdiag.util import dataschema
+from llmdiag.vocab import AlertSeverity, Severity, Status, Verdict
 
-StatusName = Literal["pass", "skip", "warn", "fail"]
+#: the version every document kind writes: MAJOR.MINOR (docs/reports.md, "Versions")
+SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION_PATTERN = r"^[0-9]+\.[0-9]+$"
+#: tests set this to 1 (tests/conftest.py): every document read must match its type exactly
+STRICT_ENV = "LLMDIAG_STRICT_DOCUMENTS"
 #: a measurement: a number, or "nan" / "inf" / "-inf" where the value was not finite
 Measured = float | str
 
-STATUS_CODE = {"pass": 0, "skip": 1, "warn": 2, "fail": 3}
+STATUS_CODE = {s: s.severity for s in Status}
 
 
 def _doc(text: str) -> dict[str, Any]:
@@ -48,18 +57,21 @@ def number(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def status_of(value: Any, default: str = "skip") -> str:
-    s = str(value or "").lower()
-    return s if s in STATUS_CODE else default
+def status_of(value: Any, default: Status | str = Status.SKIP) -> Status:
+    """``value`` as a Status; ``default`` for anything else (a missing or unknown word)."""
+    try:
+        return Status(str(value or "").lower())
+    except ValueError:
+        return Status(default)
 
 
-def worst(statuses) -> str:
-    """Same rule as :meth:`llmdiag.result.Status.worst`: skips never make it worse than pass."""
+def worst(statuses) -> Status:
+    """As :meth:`llmdiag.vocab.Status.worst` (skips never make it worse than pass), except that
+    only skips are a skip."""
     seen = {status_of(s) for s in statuses}
-    for s in ("fail", "warn"):
-        if s in seen:
-            return s
-    return "pass" if seen - {"skip"} or not seen else "skip"
+    if seen and seen <= {Status.SKIP}:
+        return Status.SKIP
+    return Status.worst(seen)
 
 
 @dataclasses.dataclass
@@ -76,7 +88,7 @@ class Evidence:
 class Finding:
     """A check's outcome as nccl-bench writes it (``findings``)."""
 
-    status: StatusName
+    status: Status
     summary: str = ""
     check: str = ""
     node: str | None = None
@@ -104,10 +116,12 @@ class Check(Finding):
 
 @dataclasses.dataclass
 class Header:
-    schema_version: str | int = dataclasses.field(metadata=_doc("1.N: additive changes keep the major version"))
+    schema_version: str = dataclasses.field(metadata={
+        "doc": "MAJOR.MINOR: a new optional field bumps the minor, any other change the major (docs/reports.md)",
+        "pattern": SCHEMA_VERSION_PATTERN})
     command: str
     kind: str
-    status: StatusName
+    status: Status
 
 
 # ---------------------------------------------------------------- preflight, cluster, merge
@@ -116,7 +130,7 @@ class Header:
 @dataclasses.dataclass
 class NodeEntry:
     node: str
-    status: StatusName
+    status: Status
     node_rank: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -303,7 +317,7 @@ class NcclBenchDoc(Header):
 @dataclasses.dataclass
 class LogFinding:
     kind: str
-    severity: Literal["error", "warning", "info"]
+    severity: Severity
     message: str
     rank: int | None = None
     step: int | None = None
@@ -317,8 +331,11 @@ class LogFinding:
     count: int | None = None
 
     @property
-    def status(self) -> str:
-        return {"error": "fail", "warning": "warn"}.get(self.severity, "pass")
+    def status(self) -> Status:
+        try:
+            return Severity(self.severity).status
+        except ValueError:
+            return Status.PASS
 
     @property
     def where(self) -> str:
@@ -344,6 +361,10 @@ class StepRow:
     memory_gib: Measured | None = None
     line: int | None = None
     file: str | None = None
+    epoch: Measured | None = None
+    skipped: Measured | None = dataclasses.field(default=None, metadata=_doc("Megatron: skipped iterations"))
+    nan_iters: Measured | None = dataclasses.field(default=None, metadata=_doc("Megatron: NaN iterations"))
+    ts: Any = dataclasses.field(default=None, metadata=_doc("the line's timestamp, when it has one"))
 
     @property
     def x(self) -> int | None:
@@ -367,6 +388,13 @@ class LogAnalysisDoc(Header):
     read: dict[str, Any] = dataclasses.field(default_factory=dict)
     node: str | None = dataclasses.field(default=None, metadata=_doc(
         "the host that followed the log (analyze-log --follow); absent when logs were read after the fact"))
+    first_reporting_rank: int | None = dataclasses.field(default=None, metadata=_doc(
+        "the rank whose collective timeout was reported first"))
+    suspect_ranks: list[int] = dataclasses.field(default_factory=list, metadata=_doc(
+        "ranks the timeout points at (absent from the collective, or behind the others)"))
+    suspect_reason: str | None = None
+    ranks_not_in_excerpt: list[int] = dataclasses.field(default_factory=list, metadata=_doc(
+        "ranks of the job that the log given does not show"))
 
 
 # ---------------------------------------------------------------- estimate-memory
@@ -395,11 +423,17 @@ class Suggestion:
 
     change: str
     total: int
-    verdict: str
+    verdict: Verdict
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     expected_cost: float | None = None
     breakdown: dict[str, int] = dataclasses.field(default_factory=dict)
     plan: dict[str, Any] = dataclasses.field(default_factory=dict)
+    headroom: int | None = dataclasses.field(default=None, metadata=_doc("bytes left under the GPU's memory"))
+    peak_phase: str | None = None
+    cost_terms: dict[str, float] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "what the change costs, by term (the sum orders the suggestions)"))
+    comm_bytes_per_step: dict[str, int] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "bytes each parallel group moves per step under the changed plan"))
 
 
 @dataclasses.dataclass
@@ -421,8 +455,8 @@ class MemoryEstimateDoc(Header):
     """``llmdiag estimate-memory``: per-GPU memory of a plan by component, against the GPU."""
 
     breakdown: dict[str, int] = dataclasses.field(metadata=_doc("bytes per GPU by component, and total"))
-    verdict: str = dataclasses.field(metadata=_doc("fits, tight, out-of-memory, unknown (no GPU memory) or "
-                                                   "invalid-plan (the framework refuses it at launch)"))
+    verdict: Verdict = dataclasses.field(metadata=_doc("fits, tight, out-of-memory, unknown (no GPU memory) or "
+                                                       "invalid-plan (the framework refuses it at launch)"))
     model: dict[str, Any] | None = None
     plan: dict[str, Any] = dataclasses.field(default_factory=dict)
     gpu_memory: int | None = dataclasses.field(default=None, metadata=_doc("bytes of the GPU planned against"))
@@ -459,7 +493,7 @@ class MemoryEstimateDoc(Header):
 @dataclasses.dataclass
 class Alert:
     rule: str
-    severity: Literal["critical", "warning"]
+    severity: AlertSeverity
     message: str
     time: float | None = None
     node: str | None = None
@@ -534,9 +568,60 @@ def to_dict(doc: Any) -> dict[str, Any]:
     return dataclasses.asdict(doc)
 
 
-def read(doc: Mapping[str, Any]) -> Any:
-    """The typed document of ``doc`` (its ``kind`` picks the class)."""
-    return dataschema.read(KINDS.get(str(doc.get("kind")), Header), doc)
+class DocumentError(ValueError):
+    """A document that does not match its type: an unknown key, a missing required field, a word
+    outside its vocabulary, or a ``schema_version`` of another major. The message is one line."""
+
+
+def version(doc: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``schema_version`` as (major, minor); the integer 1 of analyze-log before 1.0 was one
+    format for all kinds reads as (1, 0). None when it is neither."""
+    v = doc.get("schema_version")
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, 0)
+    if isinstance(v, str) and re.match(SCHEMA_VERSION_PATTERN, v):
+        major, minor = v.split(".")
+        return (int(major), int(minor))
+    return None
+
+
+def problems(doc: Mapping[str, Any]) -> list[str]:
+    """What keeps ``doc`` from being a document of its kind under the compatibility rule: an
+    unsupported version, unknown keys (unless the document is of a newer minor version, whose
+    additions this reader does not know), missing required fields, unknown enum words."""
+    found: list[str] = []
+    _read(doc, found)
+    return found
+
+
+def _read(doc: Mapping[str, Any], found: list[str]) -> Any:
+    cls = KINDS.get(str(doc.get("kind")), Header)
+    ours, theirs = version({"schema_version": SCHEMA_VERSION}), version(doc)
+    if theirs is None:
+        found.append(f"schema_version {doc.get('schema_version')!r} is not MAJOR.MINOR")
+    elif theirs[0] != ours[0]:
+        found.append(f"schema_version {doc.get('schema_version')} is not one this llmdiag reads ({SCHEMA_VERSION})")
+    newer = theirs is not None and theirs > ours
+    local: list[str] = []
+    # generic documents carry keys of their own; a newer minor adds keys this reader ignores
+    typed = dataschema.read(cls, {**doc, "schema_version": str(doc.get("schema_version"))}, local,
+                            open_keys=cls is Header)
+    found.extend(p for p in local if not (newer and p.endswith(": unknown key")))
+    return typed
+
+
+def read(doc: Mapping[str, Any], *, strict: bool | None = None) -> Any:
+    """The typed document of ``doc`` (its ``kind`` picks the class). ``strict`` (by default when
+    $LLMDIAG_STRICT_DOCUMENTS is 1, as in the tests): any of :func:`problems` raises
+    DocumentError; otherwise what is known is read and the rest is ignored (a renderer shows what
+    it can)."""
+    strict = os.environ.get(STRICT_ENV) == "1" if strict is None else strict
+    found: list[str] = []
+    typed = _read(doc, found)
+    if strict and found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise DocumentError(f"{doc.get('kind')} document: {found[0]}{more}")
+    return typed
 
 
 def schema(kind: str) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from llmdiag.vocab import LauncherKind
+
 DEFAULT_MASTER_PORT = 29500
 
 #: the quantities a launcher gives, as LauncherInfo fields
@@ -44,7 +46,7 @@ class Launcher:
     """
 
     name: str
-    kind: str
+    kind: LauncherKind
     when: tuple[tuple[str, ...], ...]
     fields: Mapping[str, tuple[str, ...]]
     unless: tuple[str, ...] = ()
@@ -55,6 +57,9 @@ class Launcher:
     rank_hint: str = ""
     #: what to tell a user whose rendezvous host is missing
     addr_hint: str = "pass --master-addr or set MASTER_ADDR"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", LauncherKind(self.kind))  # a misspelt kind fails at import
 
     def matches(self, env: Mapping[str, str]) -> bool:
         return all(_first(env, *group) for group in self.when) and not _first(env, *self.unless)
@@ -185,7 +190,7 @@ class LauncherInfo:
     that is set, with its value.
     """
 
-    kind: str = "none"
+    kind: LauncherKind = LauncherKind.NONE
     master_addr: str | None = None
     master_port: int | None = None
     world_size: int | None = None
@@ -206,7 +211,7 @@ class LauncherInfo:
     @property
     def distributed(self) -> bool:
         """True when this process is one of several (a real multi-process job)."""
-        return self.kind != "none" and (self.world_size or 1) > 1
+        return self.kind != LauncherKind.NONE and (self.world_size or 1) > 1
 
     @property
     def spec(self) -> Launcher | None:
@@ -319,7 +324,7 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
                             ("LOCAL_WORLD_SIZE", "local_world_size"), ("NPROC_PER_NODE", "nproc_per_node")):
             read_var(env, name, field, problems)
         port = read_var(env, "MASTER_PORT", "master_port", problems)
-        return LauncherInfo(kind="none", master_port=port, problems=tuple(problems),
+        return LauncherInfo(kind=LauncherKind.NONE, master_port=port, problems=tuple(problems),
                             sources={"master_port": "MASTER_PORT"} if port else {})
 
     values: dict[str, object] = {}
@@ -379,7 +384,7 @@ def parse_launcher(env: Mapping[str, str]) -> LauncherInfo:
         problems.append(f"{var('world_size', 'WORLD_SIZE')}={world} != {var('nnodes', 'NNODES')}({nnodes}) * "
                         f"{var('nproc_per_node', 'NPROC_PER_NODE')}({nproc}) = {nnodes * nproc}")
     master_addr = get("master_addr")
-    if spec.kind in ("torchrun", "env", "kubernetes") and (world or nnodes or 1) > 1 and not master_addr:
+    if spec.kind in (LauncherKind.TORCHRUN, LauncherKind.ENV, LauncherKind.KUBERNETES) and (world or nnodes or 1) > 1 and not master_addr:
         problems.append("MASTER_ADDR is not set but the job has more than one process")
 
     found = {n: env[n].strip() for n in spec.variables() if _first(env, n)}

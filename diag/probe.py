@@ -19,21 +19,12 @@ Rules the runner enforces (so one broken plugin never breaks a run):
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from llmdiag.context import Context
 from llmdiag.result import Evidence, Result, Status
-
-
-class Requirement(str, enum.Enum):
-    """What a probe needs to be meaningful."""
-
-    GPU = "gpu"  # an NVIDIA driver answering NVML
-    TORCH = "torch"  # an importable torch
-    DISTRIBUTED = "distributed"  # a multi-process job (launcher variables or a process group)
-    CONFIG = "config"  # its config_section present in the config file
+from llmdiag.vocab import Requirement  # noqa: F401 - part of the probe contract, imported from here
 
 
 @runtime_checkable

@@ -13,41 +13,11 @@ import dataclasses
 import enum
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-SCHEMA_VERSION = "1.0"
-
-
-class Status(str, enum.Enum):
-    """Outcome of one check. Ordered by severity: pass < skip < warn < fail."""
-
-    PASS = "pass"
-    SKIP = "skip"
-    WARN = "warn"
-    FAIL = "fail"
-
-    @property
-    def severity(self) -> int:
-        return _SEVERITY[self]
-
-    @classmethod
-    def worst(cls, statuses: Iterable[Status]) -> Status:
-        """Overall status: fail if any failed, else warn if any warned, else pass.
-
-        Skips never make the overall status worse than pass: a missing GPU is not a failure.
-        """
-        worst = cls.PASS
-        for s in statuses:
-            s = cls(s)
-            if s is cls.SKIP:
-                continue
-            if s.severity > worst.severity:
-                worst = s
-        return worst
-
-
-_SEVERITY = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3}
+from llmdiag.documents import SCHEMA_VERSION  # noqa: F401 - re-exported: the producers import it from here
+from llmdiag.vocab import Status
 
 
 def _plain(value: Any) -> Any:

@@ -62,7 +62,7 @@ class SmokeTrainProbe(BaseProbe):
 
     @staticmethod
     def _in_group(group, steps, inject=()):
-        from llmdiag.trainer.config import build_parser
+        from llmdiag.trainer.config import parse_args
         from llmdiag.trainer.train import train
 
         import torch.distributed as dist
@@ -71,7 +71,7 @@ class SmokeTrainProbe(BaseProbe):
         device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
         argv = [*_TINY, "--steps", str(steps), *inject]
         argv[argv.index("--device") + 1] = device
-        args = build_parser().parse_args(argv)
+        args = parse_args(argv)
         if device == "cuda":
             return train(args, group=group, log=lambda line: None)
         import torch

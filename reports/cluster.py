@@ -8,6 +8,7 @@ from typing import Any
 from llmdiag.reports import cluster_sections as sections
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.console import STATUS_LABEL, captured, make_console, status_text
+from llmdiag.vocab import Status
 
 
 def _fmt_value(v: Any) -> str:
@@ -33,7 +34,7 @@ def evidence_line(ev: Mapping[str, Any]) -> str:
 def summary_line(doc: Mapping[str, Any]) -> str:
     c = doc.get("counts", {})
     nodes = len(doc.get("nodes", []))
-    parts = [f"{c.get(s, 0)} {s}" for s in ("pass", "warn", "fail", "skip")]
+    parts = [f"{c.get(s, 0)} {s}" for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)]
     line = f"{STATUS_LABEL.get(doc['status'], doc['status'])}: {', '.join(parts)} on {nodes} node(s)"
     missing = doc.get("missing_nodes") or []
     if missing:
@@ -84,7 +85,7 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 def _problems(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]]]:
     """Non-pass results, fails first; the same check with the same fix on several nodes is one
     entry naming every node."""
-    order = {"fail": 0, "warn": 1}
+    order = {Status.FAIL: 0, Status.WARN: 1}
     groups: dict[tuple, tuple[Mapping[str, Any], list[str]]] = {}
     for r in doc.get("results", []):
         if r["status"] not in order:
@@ -98,13 +99,13 @@ def _problems(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[str]
 
 
 def _node_line(node: Mapping[str, Any], results: list[Mapping[str, Any]]) -> tuple[str, str, str]:
-    counts = {s: sum(r["status"] == s for r in results) for s in ("pass", "warn", "fail", "skip")}
+    counts = {s: sum(r["status"] == s for r in results) for s in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)}
     bad = [f"{r['probe']}/{r['check']}" if r["check"] != "probe" else r["probe"]
-           for r in results if r["status"] in ("fail", "warn")]
-    text = ", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "fail", "skip") if counts[s])
+           for r in results if r["status"] in (Status.FAIL, Status.WARN)]
+    text = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s])
     if bad:
         text += ": " + ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-    status = "fail" if counts["fail"] else "warn" if counts["warn"] else "pass"
+    status = Status.worst(s for s in counts if counts[s])
     return status, node["node"], text
 
 
@@ -170,7 +171,7 @@ def _terminal_full(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         table.add_column("result", overflow="fold")
         for r in results:
             body = Text(r["summary"])
-            if r["status"] != "pass":
+            if r["status"] != Status.PASS:
                 for ev in r.get("evidence") or []:
                     body.append("\n  " + evidence_line(ev), style="dim")
                 if r.get("remediation"):
@@ -233,7 +234,7 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
                 label += f" @{r['node']}"
             lines.append(f"| {STATUS_LABEL.get(r['status'], r['status'])} | {_md_escape(label)} | {_md_escape(r['summary'])} |")
         lines.append("")
-        problems = [r for r in results if r["status"] != "pass"]
+        problems = [r for r in results if r["status"] != Status.PASS]
         if problems:
             lines += ["### Details", ""]
             for r in problems:

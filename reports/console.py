@@ -7,9 +7,10 @@ import os
 import shutil
 
 from llmdiag.reports.base import RenderOptions
+from llmdiag.vocab import Status
 
-STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
-STATUS_LABEL = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+STATUS_LABEL = {s: s.label for s in Status}
 
 
 def make_console(opts: RenderOptions):

@@ -19,6 +19,7 @@ from llmdiag.reports import cluster_sections as cs
 from llmdiag.reports import plots
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.htmlkit import badge, banner, e, fmt, json_block, md_inline, page, runbook_html, table
+from llmdiag.vocab import Status
 
 #: above this many nodes the matrix lists only nodes and checks with something other than a pass
 MATRIX_ALL_UP_TO = 16
@@ -60,7 +61,7 @@ def _checks_section(checks: list[D.Finding], where) -> str:
     groups: dict[tuple, list[D.Finding]] = {}
     for c in checks:
         groups.setdefault((D.status_of(c.status), c.label, c.runbook, c.remediation), []).append(c)
-    bad = sorted((k for k in groups if k[0] in ("fail", "warn")), key=lambda k: (k[0] != "fail", k[1]))
+    bad = sorted((k for k in groups if k[0] in (Status.FAIL, Status.WARN)), key=lambda k: (k[0] != Status.FAIL, k[1]))
     for key in bad:
         items = groups[key]
         st, label, rb, fix = key
@@ -81,7 +82,7 @@ def _checks_section(checks: list[D.Finding], where) -> str:
                    f"{more}</ul>{fix_html(fix)}{runbook_html(rb)}</div>")
     if not bad:
         out.append("<p>Nothing needs attention.</p>")
-    skips = [c for c in checks if D.status_of(c.status) == "skip"]
+    skips = [c for c in checks if D.status_of(c.status) is Status.SKIP]
     if skips:
         by: dict[tuple[str, str], list[str]] = {}
         for c in skips:
@@ -89,7 +90,7 @@ def _checks_section(checks: list[D.Finding], where) -> str:
         rows = [[e(label), e(why), e(", ".join(n for n in dict.fromkeys(ns) if n))] for (label, why), ns in by.items()]
         out.append(f"<details><summary>{len(skips)} skipped</summary>"
                    + table(["check", "reason", "where"], rows) + "</details>")
-    passes = [c for c in checks if D.status_of(c.status) == "pass"]
+    passes = [c for c in checks if D.status_of(c.status) is Status.PASS]
     if passes:
         by_label: dict[str, list[D.Finding]] = {}
         for c in passes:
@@ -119,10 +120,10 @@ def _matrix(doc: D.ClusterDoc) -> str:
     status = {k: D.worst(r.status for r in rs) for k, rs in cells.items()}
     shown_nodes, shown_labels, note = nodes, labels, ""
     if len(nodes) > MATRIX_ALL_UP_TO:
-        shown_nodes = [n for n in nodes if n in missing or any(status.get((n, lb)) in ("fail", "warn") for lb in labels)]
-        shown_labels = [lb for lb in labels if any(status.get((n, lb)) in ("fail", "warn") for n in nodes)]
-        rank = {"fail": 0, "warn": 1}
-        shown_nodes.sort(key=lambda n: 0 if n in missing else rank.get(D.worst(status.get((n, lb), "skip")
+        shown_nodes = [n for n in nodes if n in missing or any(status.get((n, lb)) in (Status.FAIL, Status.WARN) for lb in labels)]
+        shown_labels = [lb for lb in labels if any(status.get((n, lb)) in (Status.FAIL, Status.WARN) for n in nodes)]
+        rank = {Status.FAIL: 0, Status.WARN: 1}
+        shown_nodes.sort(key=lambda n: 0 if n in missing else rank.get(D.worst(status.get((n, lb), Status.SKIP)
                                                                                  for lb in labels), 2))
         note = (f"<p class='muted'>{len(nodes)} nodes: showing the {min(len(shown_nodes), MATRIX_ROWS)} worst of the "
                 f"{len(shown_nodes)} with a failure, warning or no report, and the {len(shown_labels)} checks that did "
@@ -141,7 +142,7 @@ def _matrix(doc: D.ClusterDoc) -> str:
             rows.append(f"<tr><th class='node'>{badge('fail')} {e(n)}</th>"
                         f"<td class='cell missing' colspan='{max(1, len(shown_labels))}'>never reported</td></tr>")
             continue
-        st = D.worst(status.get((n, lb), "skip") for lb in labels)
+        st = D.worst(status.get((n, lb), Status.SKIP) for lb in labels)
         tds = []
         for lb in shown_labels:
             s = status.get((n, lb))
@@ -178,10 +179,10 @@ def _cluster_sections(doc: Mapping[str, Any]) -> str:
 def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     d: D.ClusterDoc = D.read(doc)
     nodes = d.node_names()
-    failing = [n for n in nodes if n in d.missing_nodes or any(r.status == "fail" and r.node == n for r in d.results)]
+    failing = [n for n in nodes if n in d.missing_nodes or any(r.status == Status.FAIL and r.node == n for r in d.results)]
     c = d.counts or {}
     headline = f"{len(nodes)} node(s)" + (f", failing: {_names(failing, 6)}" if failing else "")
-    lines = [e(", ".join(f"{c.get(s, 0)} {s}" for s in ("fail", "warn", "pass", "skip")))]
+    lines = [e(", ".join(f"{c.get(s, 0)} {s}" for s in (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)))]
     if d.missing_nodes:
         lines.append("missing nodes: " + e(", ".join(d.missing_nodes)))
     if when_text(d.created_at):
@@ -249,7 +250,7 @@ def _bench_body(d: D.NcclBenchDoc) -> str:
         hosts = d.world.hosts if d.world else []
         slow = st.rank if st.flagged else None
         rows = [[e(r), e(hosts[r] if r < len(hosts) else ""), f'<span class="num">{e(fmt(D.number(bw)))}</span>',
-                 badge("warn") if r == slow else ""] for r, bw in enumerate(st.rank_busbw)]
+                 badge(Status.WARN) if r == slow else ""] for r, bw in enumerate(st.rank_busbw)]
         out.append(f"<h3>Per rank busbw (GB/s, median {e(fmt(D.number(st.median_busbw)))})</h3>"
                    + table(["rank", "host", "busbw", ""], rows)
                    + f"<p class='muted'>A rank below {e(fmt(st.threshold_fraction))} of the median is flagged as "

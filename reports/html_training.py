@@ -16,6 +16,7 @@ from llmdiag.reports import plots
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.html import fix_html, when_text
 from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, md_inline, page, runbook_html, table
+from llmdiag.vocab import AlertSeverity, Status, Verdict
 
 
 # ---------------------------------------------------------------- log-analysis
@@ -24,7 +25,7 @@ from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, md_inline, page,
 def _findings(fs: list[D.LogFinding]) -> str:
     if not fs:
         return "<p>No problem found in the log.</p>"
-    order = {"fail": 0, "warn": 1, "pass": 2}
+    order = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2}
     out = []
     for f in sorted(fs, key=lambda f: order.get(f.status, 3)):
         meta = " · ".join(x for x in (f.where, f"rank {f.rank}" if f.rank is not None else "",
@@ -173,7 +174,7 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
 
         out.append(f"<p>{e(placement({'memory': dataclasses.asdict(d.memory)}))}</p>")
     if d.warnings:
-        out.append("<h3>Warnings</h3>" + "".join(f'<div class="finding warn">{badge("warn")} {e(w)}</div>'
+        out.append("<h3>Warnings</h3>" + "".join(f'<div class="finding warn">{badge(Status.WARN)} {e(w)}</div>'
                                                   for w in d.warnings))
     if len(d.stage_totals) > 1:
         out.append("<h3>Per pipeline stage</h3>" + "".join(
@@ -181,8 +182,8 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
             for s, t in d.stage_totals.items()))
     if d.plan_checks:
         out.append("<h3>Plan checks</h3>" + "".join(
-            f'<div class="finding {"fail" if c.severity == "fail" else "warn"}">'
-            f'{badge("fail" if c.severity == "fail" else "warn")} <b>{e(c.check)}</b>: {e(c.message)}{fix_html(c.fix)}'
+            f'<div class="finding {D.status_of(c.severity, Status.WARN)}">'
+            f'{badge(D.status_of(c.severity, Status.WARN))} <b>{e(c.check)}</b>: {e(c.message)}{fix_html(c.fix)}'
             f"{runbook_html(c.runbook)}</div>" for c in d.plan_checks))
     if d.suggestions:
         cap = d.gpu_memory
@@ -201,7 +202,8 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if d.oom_when:
         lines.append(e(f"runs out of memory at: {d.oom_when}"))
     st = D.status_of(d.status)
-    body = banner(st, head, lines) + _memory_body(d) + runbook_html("cuda-oom" if d.verdict in ("tight", "out-of-memory") else None)
+    body = banner(st, head, lines) + _memory_body(d) + runbook_html(
+        "cuda-oom" if d.verdict in (Verdict.TIGHT, Verdict.OUT_OF_MEMORY) else None)
     return page("llmdiag estimate-memory report", body, doc)
 
 
@@ -233,8 +235,8 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         by: dict[tuple[str, str], list[D.Alert]] = {}
         for a in d.alerts:
             by.setdefault((a.rule, a.severity), []).append(a)
-        for (rule, sev), al in sorted(by.items(), key=lambda kv: kv[0][1] != "critical"):
-            st = "fail" if sev == "critical" else "warn"
+        for (rule, sev), al in sorted(by.items(), key=lambda kv: kv[0][1] != AlertSeverity.CRITICAL):
+            st = Status.FAIL if sev == AlertSeverity.CRITICAL else Status.WARN
             items = "".join(f"<li><code>{e(when_text(a.time))}</code> {e(a.device or '')}: {e(a.message)}</li>" for a in al[:10])
             body.append(f'<div class="finding {st}">{badge(st)} <b>{e(rule)}</b> ({len(al)})<ul class="compact">{items}'
                         f"</ul>{runbook_html(al[0].runbook)}</div>")
@@ -246,7 +248,7 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for gpu in gpus:
         lns = [plots.Line(label, s.t, [D.number(v) for v in s.v]) for g, label in _GPU_SERIES
                if (s := d.series.get(g, {}).get(gpu)) is not None]
-        marks = [plots.Mark(a.rule, x=rel(a.time), color="#c62828" if a.severity == "critical" else "#b26a00")
+        marks = [plots.Mark(a.rule, x=rel(a.time), color="#c62828" if a.severity == AlertSeverity.CRITICAL else "#b26a00")
                  for a in d.alerts if a.device == gpu and a.time is not None]
         panels.append(plots.chart(lns, title=gpu, xlabel="time (UTC)", marks=marks, xfmt=_clock(start, span), width=340,
                                   height=180, y0=True))

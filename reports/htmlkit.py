@@ -13,6 +13,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from llmdiag.vocab import Status
+
 CSS = """
 :root{--pass:#2e7d32;--warn:#b26a00;--fail:#c62828;--skip:#757575;--bg:#fff;--fg:#1b1b1b;--line:#ddd}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:var(--fg);background:#fafafa}
@@ -57,7 +59,7 @@ ul.compact{margin:4px 0;padding-left:18px}ul.compact li{margin:1px 0}
 @media (max-width:900px){main{padding:8px}.small .chart{width:100%}}
 """
 
-STATUS_LABEL = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+STATUS_LABEL = {s: s.label for s in Status}
 
 
 def e(value: Any) -> str:
@@ -66,7 +68,7 @@ def e(value: Any) -> str:
 
 
 def badge(status: str) -> str:
-    s = status if status in STATUS_LABEL else "skip"
+    s = status if status in STATUS_LABEL else Status.SKIP
     return f'<span class="st {s}">{STATUS_LABEL[s]}</span>'
 
 
@@ -133,7 +135,7 @@ def runbook_html(runbook_id: str | None) -> str:
 
 
 def banner(status: str, headline: str, lines: Iterable[str] = ()) -> str:
-    s = status if status in STATUS_LABEL else "skip"
+    s = status if status in STATUS_LABEL else Status.SKIP
     extra = "".join(f"<div>{line}</div>" for line in lines)
     return f'<div class="banner {s}"><div class="big">{STATUS_LABEL[s]} — {e(headline)}</div>{extra}</div>'
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from llmdiag import documents as D
 from llmdiag.reports.base import RenderOptions
+from llmdiag.vocab import AlertSeverity, Status, Verdict
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -55,13 +56,13 @@ class Suites:
         t = D.number(time_s)
         if t is not None:
             tc.set("time", f"{t:.3f}")
-        status = D.status_of(status, "pass")
-        if status == "warn" and not self.strict:
+        status = D.status_of(status, Status.PASS)
+        if status is Status.WARN and not self.strict:
             ET.SubElement(tc, "system-out").text = _clean(f"WARN: {message}\n{details}".rstrip())
-        elif status in ("fail", "warn"):
+        elif status in (Status.FAIL, Status.WARN):
             el = ET.SubElement(tc, "failure", message=_clean(message), type=_clean(kind or status))
             el.text = _clean(details)
-        elif status == "skip":
+        elif status is Status.SKIP:
             ET.SubElement(tc, "skipped", message=_clean(message))
         elif details:
             ET.SubElement(tc, "system-out").text = _clean(details)
@@ -114,7 +115,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         _check_case(js, suite, f"llmdiag.preflight.{r.probe or 'check'}",
                     f"{r.label}[{r.node}]" if r.node else r.label, r)
     for node in d.missing_nodes:
-        js.case(node, "llmdiag.preflight.cluster", f"cluster/reported[{node}]", "fail",
+        js.case(node, "llmdiag.preflight.cluster", f"cluster/reported[{node}]", Status.FAIL,
                 reason_and_fix(f"node {node} never reported", f"check that {node} is up and its llmdiag agent ran"),
                 "The node was expected but sent no report: it is down, unreachable, or its agent failed.",
                 "cluster-node-missing")
@@ -132,7 +133,7 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         bad = any(w > 0 for w in wrong)
         bw = D.number(r.placement("out_of_place").busbw)
         msg = f"{r.collective} {r.size} B: busbw {bw:.4g} GB/s" if bw is not None else f"{r.collective} {r.size} B"
-        js.case(suite, f"llmdiag.nccl-bench.{r.collective}", f"{r.collective}[{r.size} B]", "fail" if bad else "pass",
+        js.case(suite, f"llmdiag.nccl-bench.{r.collective}", f"{r.collective}[{r.size} B]", Status.FAIL if bad else Status.PASS,
                 reason_and_fix(msg + f", {max(wrong)} wrong elements", "run `llmdiag nccl-bench --pairwise` and "
                                "check the GPUs' ECC counters (`nvidia-smi -q -d ECC`)") if bad else msg,
                 "Collective results were wrong: data corruption on a GPU or link." if bad else "",
@@ -141,7 +142,7 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         for lk in d.pairwise.links:
             gbps, thr = D.number(lk.gbps), D.number(d.pairwise.threshold_gbps)
             slow = gbps is not None and thr is not None and gbps < thr and not d.pairwise.loopback
-            js.case(suite, "llmdiag.nccl-bench.pairwise", f"pairwise[{lk.a} <-> {lk.b}]", "warn" if slow else "pass",
+            js.case(suite, "llmdiag.nccl-bench.pairwise", f"pairwise[{lk.a} <-> {lk.b}]", Status.WARN if slow else Status.PASS,
                     f"busbw {gbps if gbps is not None else '-'} GB/s" + (f", below {thr:.3g}" if slow else ""))
     return js.text()
 
@@ -166,7 +167,7 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         js.case("analyze-log", "llmdiag.analyze-log.finding", name, worst,
                 reason_and_fix(first.message + where, first.next_step), details, first.runbook or "")
     if not d.findings:
-        js.case("analyze-log", "llmdiag.analyze-log.finding", "none", "pass", "no problem found in the log")
+        js.case("analyze-log", "llmdiag.analyze-log.finding", "none", Status.PASS, "no problem found in the log")
     return js.text()
 
 
@@ -178,11 +179,11 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if d.gpu_memory:
         detail += f" of {d.gpu_memory / gib:.2f} GiB"
     fix = None
-    if d.verdict != "fits":
+    if d.verdict != Verdict.FITS:
         fix = (f"try: {d.suggestions[0].change}" if d.suggestions
                else "shard more (tp/pp/ZeRO), recompute activations or lower the micro batch")
     js.case("estimate-memory", "llmdiag.estimate-memory", "fits",
-            "pass" if d.verdict == "fits" else ("warn" if d.verdict == "tight" else "fail"),
+            Status.PASS if d.verdict == Verdict.FITS else (Status.WARN if d.verdict == Verdict.TIGHT else Status.FAIL),
             reason_and_fix(f"{d.verdict}: {detail}", fix),
             detail + "".join(f"\n- {s.change}: {s.total / gib:.2f} GiB" for s in d.suggestions), "cuda-oom")
     for c in d.plan_checks:
@@ -200,14 +201,14 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         fired.setdefault(a.rule, []).append(a)
     for rule in list(d.rules) + [r for r in fired if r not in d.rules]:
         alerts = fired.get(rule, [])
-        st = "fail" if any(a.severity == "critical" for a in alerts) else ("warn" if alerts else "pass")
+        st = Status.worst([AlertSeverity(a.severity).status for a in alerts]) if alerts else Status.PASS
         rb = alerts[0].runbook if alerts else None
         msg = f"{len(alerts)} alert(s): {alerts[0].message}" if alerts else "no alert"
         js.case(node, f"llmdiag.monitor.{node}", f"{rule}[{node}]", st,
                 reason_and_fix(msg, f"llmdiag runbook {rb}" if rb else None),
                 "\n".join(a.message for a in alerts), rb or "")
     if not d.gpu_count:
-        js.case(node, f"llmdiag.monitor.{node}", f"gpus[{node}]", "skip", d.gpu_note or "GPUs absent")
+        js.case(node, f"llmdiag.monitor.{node}", f"gpus[{node}]", Status.SKIP, d.gpu_note or "GPUs absent")
     return js.text()
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from llmdiag import documents as D
 from llmdiag.reports.base import RenderOptions
+from llmdiag.vocab import Verdict
 
 STATUS_HELP = "pass 0, skip 1, warn 2, fail 3"
 #: the label every sample has: which command wrote it (not ``job``: Prometheus' target label)
@@ -337,7 +338,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     ex.add("llmdiag_memory_estimate_total_bytes", d.total)
     ex.add("llmdiag_memory_gpu_bytes", d.gpu_memory)
     ex.add("llmdiag_memory_headroom_bytes", d.headroom)
-    ex.add("llmdiag_memory_verdict", {"fits": 0, "tight": 2}.get(d.verdict, 3), {"verdict": d.verdict})
+    ex.add("llmdiag_memory_verdict", {Verdict.FITS: 0, Verdict.TIGHT: 2}.get(d.verdict, 3), {"verdict": d.verdict})
     return ex.text()
 
 

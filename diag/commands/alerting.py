@@ -4,6 +4,7 @@ route for llmdiag's metrics (docs/alerting.md has the recipe)."""
 from __future__ import annotations
 
 import click
+from llmdiag.util.clitypes import SuggestingGroup
 
 
 def _out(fn):
@@ -49,7 +50,7 @@ def _alertmanager_text(url_file, channel) -> str:
     return alertmanager.config_yaml(url_file=url_file, channel=channel)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def alerting():
     """Prometheus rules, a Grafana dashboard and Alertmanager routing for llmdiag's metrics."""
 

@@ -13,9 +13,10 @@ import click
 
 from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options
 from llmdiag.exitcodes import ExitCode
+from llmdiag.util.clitypes import SuggestingGroup
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def report():
     """Work with saved reports (merge node reports, render a saved report in another format)."""
 
@@ -117,11 +118,16 @@ def read_saved(saved: str) -> dict:
     if kind not in documents.KINDS or kind == "generic":
         known = ", ".join(k for k in documents.KINDS if k != "generic")
         raise UsageError(f"{saved}: unknown report kind {kind!r} (known: {known})")
-    major = str(doc["schema_version"]).split(".")[0]
-    if major != str(SCHEMA_VERSION).split(".")[0]:
-        raise UsageError(f"{saved}: schema_version {doc['schema_version']} is not one this llmdiag reads "
-                         f"({SCHEMA_VERSION}); render it with the llmdiag that wrote it")
-    missing = [f for f in documents.schema(kind).get("required", ()) if f not in doc]
+    found = documents.problems(doc)  # the compatibility rule of docs/reports.md, "Versions"
+    missing = [p.split(":")[0] for p in found if p.endswith(": missing (required)")]
+    unknown = [p.split(":")[0] for p in found if p.endswith(": unknown key")]
+    if found and "schema_version" in found[0]:
+        raise UsageError(f"{saved}: {found[0]}; render it with the llmdiag that wrote it")
     if missing:
-        raise UsageError(f"{saved}: not a complete {kind} report (missing {', '.join(missing)})")
+        raise UsageError(f"{saved}: not a complete {kind} report (missing {', '.join(missing[:5])}"
+                         f"{' ...' if len(missing) > 5 else ''}; written by an older llmdiag?)")
+    if found:
+        what = f"unknown key(s) {', '.join(unknown[:5])}" if unknown else found[0]
+        raise UsageError(f"{saved}: not a {kind} report of schema {SCHEMA_VERSION} ({what}"
+                         f"{' ...' if len(found) > 5 else ''}): render it with the llmdiag that wrote it")
     return doc

@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter, defaultdict
 
+from llmdiag.documents import SCHEMA_VERSION
 from llmdiag.logs import catalogue, signatures
 from llmdiag.logs.signatures import Event
 
@@ -790,7 +791,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         status = "warn"
     steps = t.head  # already JSON-clean (table.head_rows)
     return {
-        "schema_version": 1, "command": "analyze-log", "kind": "log-analysis", "status": status,
+        "schema_version": SCHEMA_VERSION, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_fail["rank"] if first_fail else None,
         "first_reporting_rank": _first_reporter(timeout, findings),

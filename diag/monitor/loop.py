@@ -23,7 +23,7 @@ from llmdiag import documents as D
 from llmdiag.monitor import rules as R
 from llmdiag.monitor.config import Rules
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = D.SCHEMA_VERSION
 #: Points per plotted series kept for the HTML report (older points are thinned out).
 MAX_POINTS = 600
 #: Alerts kept in full in the summary document (all are counted).
@@ -362,7 +362,8 @@ class Monitor:
 
     def metrics_document(self) -> dict[str, Any]:
         """What the Prometheus renderer reads, and no more: it is rendered (and redacted) every
-        sample, so alert texts, series and statistics stay out."""
+        sample, so the alerts' history, series and statistics stay out (a monitor document all
+        the same: the fields its type requires are there)."""
         text_fields = ("name", "pci_bus_id", "throttle_reasons", "new_xids", "error")
         latest = {"time": self.latest.get("time"), "host": self.latest.get("host") or {},
                   "gpus": [{k: v for k, v in g.items() if k not in text_fields} for g in self.latest.get("gpus") or ()]}
@@ -370,8 +371,9 @@ class Monitor:
                 "status": R.severity_of(self._worst), "node": self.node, "created_at": latest["time"],
                 "started_at": round(self.started_at, 3),
                 "samples": self.samples, "gpu_count": self.gpus.count, "rules": R.rule_names(self.rules),
-                "alerts_by_rule": dict(self.alerts_by_rule),
-                "active_alerts": [{"rule": a["rule"], "device": a["device"]} for a in self.active.values()],
+                "alerts": [], "alerts_by_rule": dict(self.alerts_by_rule),  # the fired ones are counted
+                "active_alerts": [{k: a[k] for k in ("rule", "severity", "message", "device")}
+                                  for a in self.active.values()],
                 "latest": latest}
 
     def document(self) -> dict[str, Any]:

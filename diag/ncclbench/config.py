@@ -14,11 +14,12 @@ from typing import Any
 from llmdiag.config import Field, register_section
 from llmdiag.errors import UsageError
 from llmdiag.ncclbench.sizes import parse_size, size_sweep
+from llmdiag.vocab import Backend
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 DTYPES = ("float", "half", "bfloat16", "double", "int8", "uint8", "int32", "int64")
 OPS = ("sum", "prod", "min", "max", "avg")
-BACKENDS = ("auto", "nccl", "gloo")
+BACKENDS = Backend.words()
 
 
 def _size_ok(value: Any) -> str | None:

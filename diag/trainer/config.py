@@ -1,15 +1,20 @@
-"""The trainer's options (one argparse parser, shared by ``llmdiag train``, ``python -m llmdiag.trainer``
-and torchrun) and the ``[smoke]`` config section of the smoke-training probe.
+"""The trainer's flags (one click declaration, shared by ``llmdiag train``, ``python -m llmdiag.trainer``
+and torchrun's workers) and the ``[smoke]`` config section of the smoke-training probe.
 
-argparse rather than click here because the same parser must work inside torchrun's workers,
-where only ``python -m llmdiag.trainer ARGS`` runs. Importing this module imports no torch.
+The flags live here, in the trainer, rather than in ``commands/``, because torchrun's workers run
+``python -m llmdiag.trainer ARGS`` without the ``llmdiag`` group and must accept exactly the same
+ones. Importing this module imports no torch.
 """
 
 from __future__ import annotations
 
 import argparse
 
+import click
+
 from llmdiag.config import Field, register_section
+from llmdiag.util.clitypes import FiniteFloatRange
+from llmdiag.vocab import Backend
 
 def _inject_error(specs) -> str | None:
     from llmdiag.trainer.inject import InjectError, parse
@@ -39,83 +44,92 @@ register_section(
 )
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+#: shown by ``llmdiag train --help`` and ``python -m llmdiag.trainer --help``
+HELP = ("Minimal reference trainer: a GPT-style decoder under DDP/FSDP, with crash-safe checkpoints, "
+        "auto-resume and fault injection. Without a launcher it spawns --nproc workers on 127.0.0.1; "
+        "under torchrun it is one worker.")
 
 
-def nonneg_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+def options() -> list[click.Option]:
+    """The trainer's flags, declared once (name, type with its range, default, help). ``llmdiag
+    train``, ``python -m llmdiag.trainer`` (what spawned and torchrun workers run) and the smoke
+    probe parse them through these; :func:`to_argv` writes parsed flags back for the workers."""
+    from llmdiag.trainer.inject import KINDS
+
+    pos, nonneg = click.IntRange(1), click.IntRange(0)
+    pos_f, nonneg_f = FiniteFloatRange(0, min_open=True), FiniteFloatRange(0)
+    opt = click.Option
+    return [
+        # launch
+        opt(["--nproc"], type=pos, default=1, help="Workers to spawn on this node (ignored under torchrun)."),
+        opt(["--max-restarts"], type=nonneg, default=0,
+            help="Restart all workers this many times after a failure (they resume from the last checkpoint)."),
+        opt(["--backend"], type=click.Choice(Backend.words()), default=Backend.AUTO.value,
+            help="Process-group backend; auto: nccl with GPUs, else gloo."),
+        opt(["--device"], type=click.Choice(("auto", "cpu", "cuda")), default="auto",
+            help="Where the model runs; auto: cuda when available."),
+        opt(["--collective-timeout"], type=pos_f, default=300.0, metavar="S",
+            help="Process-group timeout in seconds: a hung rank surfaces as a collective timeout after this."),
+        opt(["--threads"], type=pos, default=None, show_default="cores / workers", help="torch CPU threads per worker."),
+        # model
+        opt(["--layers"], type=pos, default=2, help="Transformer blocks."),
+        opt(["--hidden"], type=pos, default=64, help="Hidden size (divisible by --heads)."),
+        opt(["--heads"], type=pos, default=2, help="Attention heads."),
+        opt(["--vocab"], type=pos, default=257, help="Vocabulary (257 = bytes + end-of-text)."),
+        opt(["--seq-len"], type=pos, default=64, help="Tokens per sequence."),
+        opt(["--activation-checkpointing"], is_flag=True, help="Recompute blocks in backward."),
+        opt(["--fsdp"], is_flag=True, help="FullyShardedDataParallel instead of DDP (CUDA only)."),
+        # optimisation
+        opt(["--steps"], type=pos, default=50, help="Training steps."),
+        opt(["--batch-size"], type=pos, default=8, help="Sequences per rank per step."),
+        opt(["--lr"], type=pos_f, default=3e-3, help="Peak learning rate."),
+        opt(["--min-lr"], type=nonneg_f, default=3e-4, help="Learning rate at the end of the cosine decay."),
+        opt(["--warmup"], type=nonneg, default=5, help="Linear warm-up steps before the cosine decay."),
+        opt(["--weight-decay"], type=nonneg_f, default=0.1, help="AdamW weight decay."),
+        opt(["--grad-clip"], type=nonneg_f, default=1.0, help="Max gradient norm (0 disables clipping)."),
+        opt(["--precision"], type=click.Choice(("fp32", "bf16", "fp16")), default="fp32",
+            help="Autocast precision; fp16 uses a GradScaler."),
+        opt(["--seed"], type=int, default=0, help="Random seed (model initialisation, data order)."),
+        # data, checkpoints, logs, faults
+        opt(["--data"], default="synthetic", help="'synthetic' or a token file from `llmdiag prepare-data`."),
+        opt(["--checkpoint-dir"], default=None, help="Save here and resume from the newest complete checkpoint."),
+        opt(["--checkpoint-every"], type=nonneg, default=10, help="Steps between saves (0: only at the end)."),
+        opt(["--keep"], type=pos, default=3, help="Complete checkpoints to keep."),
+        opt(["--async-checkpoint"], is_flag=True, help="Write checkpoints in a background thread."),
+        opt(["--no-resume"], is_flag=True, help="Start from step 0 even when checkpoints exist."),
+        opt(["--log-file"], default=None, help="Append every rank's lines to this file too."),
+        opt(["--summary-file"], default=None, help="Rank 0 writes a JSON summary (losses, checksums, step times)."),
+        opt(["--inject"], multiple=True, metavar="KIND@STEP[:rank=R][:factor=F]",
+            help=f"Fault for rehearsals: {', '.join(KINDS)} (repeatable)."),
+    ]
 
 
-def finite_float(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
+def namespace(params: dict) -> argparse.Namespace:
+    """click's parsed values as the attributes the trainer reads (``args.inject`` a list)."""
+    return argparse.Namespace(**{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()})
 
 
-def positive_float(text: str) -> float:
-    value = finite_float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+def parse_args(argv: list[str], prog: str = "llmdiag train") -> argparse.Namespace:
+    """The trainer's flags parsed from ``argv``; bad flags raise UsageError (one line)."""
+    from llmdiag.errors import UsageError
+
+    try:
+        ctx = click.Command(prog, params=options()).make_context(prog, list(argv))
+    except click.ClickException as exc:
+        raise UsageError(exc.format_message()) from None
+    return namespace(ctx.params)
 
 
-def nonneg_float(text: str) -> float:
-    value = finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def build_parser(prog: str = "llmdiag train") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="Minimal reference trainer: a GPT-style decoder under DDP/FSDP, with crash-safe "
-        "checkpoints, auto-resume and fault injection. Without a launcher it spawns --nproc workers "
-        "on 127.0.0.1; under torchrun it is one worker.",
-    )
-    g = p.add_argument_group("launch")
-    g.add_argument("--nproc", type=positive_int, default=1, help="workers to spawn on this node (default 1; ignored under torchrun)")
-    g.add_argument("--max-restarts", type=nonneg_int, default=0, help="restart all workers this many times after a failure (they resume from the last checkpoint)")
-    g.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="auto: nccl with GPUs, else gloo")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    g.add_argument("--collective-timeout", type=positive_float, default=300.0, metavar="S",
-                   help="process-group timeout in seconds: a hung rank surfaces as a collective timeout after this (default 300)")
-    g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: cores / workers)")
-    m = p.add_argument_group("model")
-    m.add_argument("--layers", type=positive_int, default=2)
-    m.add_argument("--hidden", type=positive_int, default=64)
-    m.add_argument("--heads", type=positive_int, default=2)
-    m.add_argument("--vocab", type=positive_int, default=257, help="vocabulary (257 = bytes + end-of-text)")
-    m.add_argument("--seq-len", type=positive_int, default=64)
-    m.add_argument("--activation-checkpointing", action="store_true", help="recompute blocks in backward")
-    m.add_argument("--fsdp", action="store_true", help="FullyShardedDataParallel instead of DDP")
-    o = p.add_argument_group("optimisation")
-    o.add_argument("--steps", type=positive_int, default=50)
-    o.add_argument("--batch-size", type=positive_int, default=8, help="sequences per rank per step")
-    o.add_argument("--lr", type=positive_float, default=3e-3)
-    o.add_argument("--min-lr", type=nonneg_float, default=3e-4)
-    o.add_argument("--warmup", type=nonneg_int, default=5, help="linear warm-up steps before the cosine decay")
-    o.add_argument("--weight-decay", type=nonneg_float, default=0.1)
-    o.add_argument("--grad-clip", type=nonneg_float, default=1.0, help="max gradient norm (0 disables clipping)")
-    o.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="fp16 uses a GradScaler")
-    o.add_argument("--seed", type=int, default=0)
-    d = p.add_argument_group("data, checkpoints, logs, faults")
-    d.add_argument("--data", default="synthetic", help="'synthetic' or a token file from `llmdiag prepare-data`")
-    d.add_argument("--checkpoint-dir", default=None, help="save here and resume from the newest complete checkpoint")
-    d.add_argument("--checkpoint-every", type=nonneg_int, default=10, help="steps between saves (0: only at the end)")
-    d.add_argument("--keep", type=positive_int, default=3, help="complete checkpoints to keep")
-    d.add_argument("--async-checkpoint", action="store_true", help="write checkpoints in a background thread")
-    d.add_argument("--no-resume", action="store_true", help="start from step 0 even when checkpoints exist")
-    d.add_argument("--log-file", default=None, help="append every rank's lines to this file too")
-    d.add_argument("--summary-file", default=None, help="rank 0 writes a JSON summary (losses, checksums, step times)")
-    d.add_argument("--inject", action="append", default=[], metavar="KIND@STEP[:rank=R][:factor=F]",
-                   help="fault for rehearsals: nan, spike, slow, hang, crash, oom (repeatable)")
-    return p
+def to_argv(args: argparse.Namespace) -> list[str]:
+    """``args`` as flags again (what the launcher hands its workers): ``parse_args(to_argv(a)) == a``."""
+    out: list[str] = []
+    for o in options():
+        value, flag = getattr(args, o.name), o.opts[0]
+        if o.is_flag:
+            out += [flag] if value else []
+        elif o.multiple:
+            for v in value:
+                out += [flag, str(v)]
+        elif value is not None:
+            out += [flag, repr(value) if isinstance(value, float) else str(value)]
+    return out

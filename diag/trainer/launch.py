@@ -20,7 +20,9 @@ import sys
 import threading
 import time
 
-from llmdiag.trainer.config import build_parser
+import click
+
+from llmdiag.trainer.config import HELP, namespace, options, to_argv
 from llmdiag.trainer.failures import FAILURE_DIR_ENV, failure_times
 
 WORKER_ENV = "LLMDIAG_TRAIN_WORKER"
@@ -126,39 +128,54 @@ def spawn_once(argv: list[str], nproc: int, log_file: str | None, restart: int =
     return first[1] if first[1] > 0 else 1
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer") -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
-    from llmdiag.errors import UsageError
-    from llmdiag.runner import require_torch
+def command(name: str = "train") -> click.Command:
+    """The trainer as a click command: ``llmdiag train`` and ``python -m llmdiag.trainer``."""
+    return click.Command(name, params=options(), callback=lambda **params: run(namespace(params)), help=HELP,
+                         short_help="Minimal reference trainer to rehearse on.",
+                         context_settings={"help_option_names": ["-h", "--help"], "show_default": True,
+                                           "max_content_width": 100})
 
-    try:  # before any worker starts: one line, not an ImportError traceback per worker
-        require_torch("the trainer")
+
+def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer") -> None:
+    """``python -m llmdiag.trainer ARGS`` (spawned and torchrun workers): bad input is one line, exit 2."""
+    from llmdiag.errors import UsageError
+
+    try:
+        command(prog).main(args=list(sys.argv[1:] if argv is None else argv), prog_name=prog)
     except UsageError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+def run(args) -> None:
+    """Check ``args`` (parsed flags) before any worker starts, then be the worker (under a
+    launcher) or spawn ``--nproc`` of them. Bad input raises UsageError: one line, not a
+    traceback per worker."""
+    from llmdiag.errors import UsageError
+    from llmdiag.runner import require_torch
+
+    require_torch("the trainer")
     from llmdiag.trainer import inject
 
     try:
         for spec in args.inject:
             inject.parse(spec)
     except inject.InjectError as exc:
-        parser.error(str(exc))
+        raise UsageError(str(exc)) from None
     from llmdiag.trainer.validate import check_args
 
-    problem = check_args(args)  # before any worker starts: one line, not a traceback per worker
+    problem = check_args(args)
     if problem:
-        parser.error(problem)
-    if args.heads and args.hidden % args.heads:
-        parser.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+        raise UsageError(problem)
+    if args.hidden % args.heads:
+        raise UsageError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
     if args.fsdp and args.device != "cpu":
         import torch
 
         if not torch.cuda.is_available():
-            parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); use DDP (the default) here")
+            raise UsageError("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); use DDP (the default) here")
     elif args.fsdp:
-        parser.error("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); drop --device cpu or --fsdp")
+        raise UsageError("--fsdp needs a CUDA device (torch's FSDP does not run on CPU); drop --device cpu or --fsdp")
     if under_launcher(os.environ):
         from llmdiag.trainer.train import run_worker
 
@@ -166,7 +183,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m llmdiag.trainer")
         sys.stdout.flush()
         os._exit(code)  # skip interpreter teardown: a peer's dead socket must not hang the exit
     if args.threads is None:
-        argv += ["--threads", str(max(1, (os.cpu_count() or 1) // args.nproc))]
+        args.threads = max(1, (os.cpu_count() or 1) // args.nproc)
+    argv = to_argv(args)
     code = 0
     for attempt in range(args.max_restarts + 1):
         if attempt:

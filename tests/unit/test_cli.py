@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -160,3 +161,112 @@ def test_every_runbook_id_named_in_code_exists():
             if not runbooks.exists(rid):
                 missing.setdefault(rid, []).append(str(src.relative_to(root)))
     assert not missing, f"runbook ids without a runbook file: {missing}"
+
+
+# ---------------------------------------------------------------- the README's claims, from the commands
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _all_commands() -> dict[str, click.Command]:
+    """Every command and subcommand by its path ("report merge"), loaded as the CLI loads them."""
+    ctx = click.Context(cli)
+    out = {}
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        out[name] = cmd
+        if isinstance(cmd, click.Group):
+            out.update({f"{name} {sub}": cmd.get_command(ctx, sub) for sub in cmd.list_commands(ctx)})
+    return out
+
+
+def _readme_table_commands() -> set[str]:
+    """The command paths the README's command table names: ``llmdiag report merge DIR`` is
+    "report merge", ``llmdiag train` / `prepare-data`` is "train" and "prepare-data"."""
+    text = README.read_text()
+    table = text.split("## Commands", 1)[1].strip().split("\n\n", 1)[0]
+    found = set()
+    for row in table.splitlines()[2:]:
+        first = row.split("|")[1]
+        for words in re.findall(r"`([^`]+)`", first):
+            words = words.split()
+            words = words[1:] if words[0] == "llmdiag" else words
+            found.add(" ".join(w for w in words if re.fullmatch(r"[a-z][a-z-]*", w)))
+    return found
+
+
+def test_the_readme_table_lists_every_command_and_only_those():
+    commands = _all_commands()
+    listed = _readme_table_commands()
+    assert listed - set(commands) == set(), f"the README lists commands that do not exist: {listed - set(commands)}"
+    top = {c for c in commands if " " not in c}
+    assert top - {c.split()[0] for c in listed} == set(), "commands missing from the README's table"
+
+
+def _option(cmd: click.Command, flag: str) -> click.Parameter | None:
+    return next((p for p in cmd.params if flag in p.opts), None)
+
+
+def _writes_a_report(cmd: click.Command) -> bool:
+    """From the code, not the options: the command's function hands a document to emit_doc."""
+    import inspect
+
+    return "emit_doc(" in inspect.getsource(cmd.callback)
+
+
+def test_every_command_that_writes_a_report_takes_format_and_output_and_the_readme_says_which():
+    from llmdiag.reports.base import FORMATS
+
+    commands = _all_commands()
+    writers = {name for name, cmd in commands.items() if _writes_a_report(cmd)}
+    assert {"preflight", "analyze-log", "report render"} <= writers  # the detection itself works
+    for name in sorted(writers):
+        cmd = commands[name]
+        fmt, out = _option(cmd, "--format"), _option(cmd, "--output")
+        assert fmt is not None and out is not None, f"{name}: no --format / --output"
+        assert tuple(fmt.type.choices) == FORMATS, name
+    for name, cmd in commands.items():
+        if name not in writers:
+            assert _option(cmd, "--format") is None, f"{name} takes --format but writes no report"
+    text = " ".join(README.read_text().split())
+    claim = re.search(r"Every command that writes a report \(([^)]*)\) takes `--format", text)
+    assert claim, "the README's sentence about --format changed: update this test"
+    assert set(re.findall(r"`([^`]+)`", claim.group(1))) == writers
+    # -f / -o mean --format / --output, except where nccl-tests' letters are kept (and said so)
+    aliases = re.search(r"In `([a-z-]+)` the short letters keep nccl-tests' meanings", text)
+    for name in sorted(writers):
+        cmd = commands[name]
+        keeps = [flag for flag, long in (("-f", "--format"), ("-o", "--output"))
+                 if _option(cmd, flag) is not _option(cmd, long)]
+        if keeps:
+            assert aliases and aliases.group(1) == name, f"{name}: {keeps} mean something else, undocumented"
+
+
+def test_a_mistyped_command_gets_a_suggestion():
+    r = CliRunner().invoke(cli, ["preflite"])
+    assert r.exit_code == 2 and "Did you mean 'preflight'?" in r.output, r.output
+    r = CliRunner().invoke(cli, ["report", "rendr"])
+    assert r.exit_code == 2 and "Did you mean 'render'?" in r.output, r.output
+    r = CliRunner().invoke(cli, ["zzzz"])
+    assert r.exit_code == 2 and "Did you mean" not in r.output and "runbook" in r.output, r.output
+
+
+def test_train_flags_round_trip_to_the_workers():
+    """The launcher hands its workers ``to_argv(args)``: they must parse back to the same flags."""
+    from llmdiag.trainer.config import parse_args, to_argv
+
+    args = parse_args(["--nproc", "2", "--inject", "nan@3", "--inject", "slow@2:rank=1:factor=2.5", "--lr", "1e-4",
+                       "--fsdp", "--log-file", "x.log", "--seed", "-3"])
+    assert parse_args(to_argv(args)) == args and args.inject == ["nan@3", "slow@2:rank=1:factor=2.5"]
+    assert parse_args([]).threads is None and parse_args([]).steps == 50
+
+
+def test_train_help_shows_every_flag_with_help_and_defaults():
+    r = CliRunner().invoke(cli, ["train", "--help"])
+    assert r.exit_code == 0
+    cmd = _all_commands()["train"]
+    for p in cmd.params:
+        assert p.help, f"train {p.opts[0]} has no help"
+        assert p.opts[0] in r.output
+    assert "[default: 50; x>=1]" in " ".join(r.output.split())  # --steps

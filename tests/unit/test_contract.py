@@ -28,7 +28,7 @@ SNAPSHOT = REPO / "tests" / "golden" / "data" / "cli-options.json"
 
 CORE = {"llmdiag", "llmdiag.__main__", "llmdiag.errors", "llmdiag.exitcodes", "llmdiag.result", "llmdiag.probe",
         "llmdiag.context", "llmdiag.config", "llmdiag.runner", "llmdiag.registry", "llmdiag.launcher",
-        "llmdiag.redact", "llmdiag.nvml", "llmdiag.outputs", "llmdiag.runbooks", "llmdiag.documents"}
+        "llmdiag.redact", "llmdiag.nvml", "llmdiag.outputs", "llmdiag.runbooks", "llmdiag.documents", "llmdiag.vocab"}
 SUBSYSTEMS = ("cluster", "memory", "ncclbench", "monitor", "trainer", "logs", "alerting", "health")
 
 
