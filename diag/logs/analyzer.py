@@ -56,6 +56,15 @@ _NOT_LAST_ERROR = ("Exception raised from", "frame #", "Traceback", "[E", "[W")
 _FILE_RANK = re.compile(r"(?:rank|worker)[_-]?(\d+)(?!\d)", re.IGNORECASE)
 #: torchrun --log-dir: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{stdout,stderr}.log (a node's ranks, one directory each)
 _LOG_DIR_RANK = re.compile(r"(?:^|/)attempt_\d+/(\d+)/(?:stdout|stderr)\.log(?:\.\w+)?$")
+#: a traceback's frame line, and the files that are libraries (the failing call is the user's code)
+_FRAME = re.compile(r'^File "([^"]+)", line \d+, in ')
+#: the line that ends a traceback's frames (its exception), as the catalogue's exception rules read it
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]?\w*(?:Error|Exception|Interrupt|Failure|Exit)\b")
+_LIBRARY_FILE = re.compile(r"(?:site|dist)-packages/|/lib/python\d[\d.]*/|^<")
+#: the outermost call on a source line: ``torch.distributed.barrier()``, ``loss = model(x)``
+_CALL = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
+#: lines a traceback is read for its frames before it is given up (a cut excerpt, interleaved output)
+_TRACEBACK_SPAN = 400
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
@@ -161,6 +170,10 @@ class LogAnalyzer:
         self._loose_rows: dict[str, list[tuple[int, int, int | None]]] = {}
         self._wrap: tuple[str, int, prefixes.Prefix, list[str]] | None = None
         self._in_traceback: dict[tuple[str, int | None], int] = {}
+        #: tracebacks whose frames are being read, per (file, rank): [first line, next source line's frame, call]
+        self._frames: dict[tuple[str, int | None], list] = {}
+        #: the failing call of each (file, rank)'s last traceback, for the exception line that ends it
+        self._failing_call: dict[tuple[str, int | None], str] = {}
         #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
         self._ignored: dict[tuple[str, int | None], list[int]] = {}
         self._seen_keys: dict[int | None, set] = {}
@@ -305,6 +318,11 @@ class LogAnalyzer:
         want_more = 0
         if file in self._last_error:
             pre, want_more = self._last_error_text(file, lineno, pre)
+        if self._frames:
+            if (file, pre.rank) in self._frames and self._traceback_frame((file, pre.rank), lineno, pre):
+                return 1
+            if any(k[0] == file for k in self._frames):  # another rank's line between the frames: read as usual
+                want_more = 1
         if self._block is not None:
             self._block.feed(pre.message)
             if self._block.done:
@@ -332,6 +350,34 @@ class LogAnalyzer:
         if not text or text.startswith(_NOT_LAST_ERROR):
             return pre, 0
         return pre._replace(message="Last error: " + text), 0
+
+    def _traceback_frame(self, key: tuple[str, int | None], lineno: int, pre: prefixes.Prefix) -> bool:
+        """A line of a traceback being read: True while its frames go on (the line is taken). The
+        source line under the innermost frame outside the libraries names the failing call
+        (``torch.distributed.barrier``); the first other line (the exception) ends the frames."""
+        tb = self._frames[key]
+        start, pending = tb[0], tb[1]
+        if lineno - start > _TRACEBACK_SPAN:
+            del self._frames[key]
+            return False
+        msg = pre.message.strip()
+        m = _FRAME.match(msg)
+        if m:
+            tb[1] = "lib" if _LIBRARY_FILE.search(m[1]) else "user"
+            return True
+        if pending is not None and not _EXCEPTION_LINE.match(msg):
+            if pending == "user":  # the frame's source line
+                c = _CALL.search(msg)
+                if c:
+                    tb[2] = c[1]
+            tb[1] = None
+            return True
+        if msg and (not msg.strip("^~ ") or msg.startswith("[Previous line repeated")):
+            return True  # Python 3.11's markers under a source line; a recursion's summary
+        del self._frames[key]
+        if tb[2]:
+            self._failing_call[key] = tb[2]
+        return False
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
         msg = pre.message
@@ -412,6 +458,8 @@ class LogAnalyzer:
                 continue
             if kind == "traceback":
                 self._in_traceback[(file, rank)] = lineno
+                self._frames[(file, pre.rank)] = [lineno, None, None]
+                want = max(want, 1)  # its frames carry no keyword
             if kind == "exception_ignored":
                 # Python printed an exception it ignored (a __del__ at shutdown): the next one is not an error
                 self._ignored.setdefault((file, rank), []).append(lineno)
@@ -423,6 +471,9 @@ class LogAnalyzer:
                     self._ignored[(file, rank)] = pending[1:]
                     continue
                 ev.facts["has_traceback"] = start is not None
+                call = self._failing_call.pop((file, pre.rank), None)
+                if call:
+                    ev.facts["failing_call"] = call
                 if start is not None:
                     ev.facts["traceback_line"] = start
             if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size", "nccl_version"):

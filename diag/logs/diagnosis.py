@@ -551,6 +551,8 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 if tgt.get("rank") is None or ex.rank is None or tgt.get("rank") == ex.rank:
                     tgt["facts"].setdefault("exception_type", ex.facts["exception_type"])
                     tgt["facts"].setdefault("exception_message", ex.facts["exception_message"])
+                    if "failing_call" in ex.facts:
+                        tgt["facts"].setdefault("failing_call", ex.facts["failing_call"])
             if len(per_rank) > 1:
                 errors[0]["facts"].setdefault("exceptions_by_rank", per_rank)
     if worker_failed and not any(f["severity"] == ERROR for f in out):

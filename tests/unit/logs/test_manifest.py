@@ -31,6 +31,8 @@ FACT_FIELDS = {
     "last_iter": "last_step",  # the analyzer keys steps by iteration when the log has no separate step
     "epoch": "last_epoch",
     "rank": "root.rank",
+    "loss_scale_from": "loss_scale_first",  # logs-real-3: a run of overflows, the scale before and after
+    "loss_scale_to": "loss_scale_last",
 }
 
 
