@@ -138,7 +138,7 @@ class SoftwareProbe(BaseProbe):
         last = err[-1] if err else ""
         if child.timed_out:
             waited = self.torch_timeout_s if waited_s is None else waited_s
-            why = (f"importing torch did not finish within {waited:.1f} s (hung CUDA init, a stalled filesystem, or "
+            why = (f"importing torch did not finish within {round(waited, 1):g} s (hung CUDA init, a stalled filesystem, or "
                    "a starved CPU)" + ("" if waited >= self.torch_timeout_s else
                                       f"; that was what the probe's deadline left of {self.torch_timeout_s:g} s"))
         elif "No module named 'torch'" in last or "No module named torch" in last:
