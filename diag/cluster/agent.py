@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, reach, sharedfs
+from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, presence, reach, sharedfs
 from llmdiag.cluster.rendezvous import Roster, StoreSession
 from llmdiag.cluster.world import World
 from llmdiag.registry import is_group_probe
@@ -290,6 +290,7 @@ class Agent:
             self.add("rendezvous-reach", "pass", f"rendezvous {target} is open ({r.elapsed_s * 1000:.0f} ms)")
         if self.session is None and not self._open_store():
             return False
+        self._presence(join_deadline)
         self.session.start_heartbeat()
         self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
                            "pid": os.getpid(), "time": time.time(),
@@ -325,6 +326,38 @@ class Agent:
         self.add("rendezvous", "pass", f"joined as node rank {w.node_rank}; {len(self.roster.ranks)} of {w.nnodes} "
                  f"nodes joined" + (f" (missing: {', '.join(w.expected_name(r) for r in missing)})" if missing else ""))
         return True
+
+    def _presence(self, until: float) -> None:
+        """Rank 0 serves the presence port; the others connect to it before they join, so a node
+        whose process dies is known dead at once, for every stage, instead of after its heartbeat
+        lapses (10 s) while each stage waits on it. Without it (a firewall, an old rank 0) the
+        heartbeat alone decides."""
+        w, s = self.world, self.session
+        if w.is_root:
+            srv = presence.PresenceServer(self._node_died)
+            self._cleanup.append(srv.close)
+            s.put("presence", {"port": srv.port})
+            return
+        if not s.wait_key("presence", min(until, time.monotonic() + 2 * self.opts.connect_timeout_s)):
+            return
+        try:
+            me = presence.Presence(w.master_addr, int(s.get("presence")["port"]), w.node_rank, os.getpid(),
+                                   self.opts.connect_timeout_s)
+        except OSError as exc:
+            self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
+            return
+        self._cleanup.append(me.bye)
+
+    def _node_died(self, rank: int, pid: int) -> None:
+        """Rank 0: ``rank``'s presence connection closed without a goodbye: its process is gone."""
+        s = self.session
+        try:
+            if s is None or not s.has(f"join/{rank}") or s.join_info([rank])[rank].get("pid") != pid:
+                return  # not a node of this run (or it never joined: then it is missing, not dead)
+            s.mark_dead(rank)
+        except Exception:  # noqa: BLE001 - the store is gone: the run is ending anyway
+            return
+        self.log(f"{self.world.expected_name(rank)} died: its process ended mid-run (its connection to rank 0 closed)")
 
     def _reach_progress(self, target: str, until: float):
         """Tell the user at once what the rendezvous does (refused, dropped), then every 10 s."""
