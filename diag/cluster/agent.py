@@ -13,6 +13,7 @@ cluster report. Every wait is bounded by one deadline (``cluster.timeout_s``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import threading
@@ -120,6 +121,7 @@ class Agent:
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
+        self._death_store = None  # rank 0: the store connection presence deaths are written on
         if getattr(ctx, "services", None) is not None:
             ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
@@ -334,27 +336,39 @@ class Agent:
         heartbeat alone decides."""
         w, s = self.world, self.session
         if w.is_root:
+            self._death_store = s.second_connection()  # deaths are written from the server's threads
             srv = presence.PresenceServer(self._node_died)
             self._cleanup.append(srv.close)
             s.put("presence", {"port": srv.port})
             return
-        if not s.wait_key("presence", min(until, time.monotonic() + 2 * self.opts.connect_timeout_s)):
-            return
-        try:
-            me = presence.Presence(w.master_addr, int(s.get("presence")["port"]), w.node_rank, os.getpid(),
-                                   self.opts.connect_timeout_s)
-        except OSError as exc:
-            self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
-            return
-        self._cleanup.append(me.bye)
+        box: dict[str, presence.Presence] = {}
+        store = s.second_connection()  # the main thread goes on using the first
+
+        def connect() -> None:
+            # rank 0 publishes the port as soon as it has the store; under torchrun its agent may
+            # start after this one, so the wait goes on (beside the join) up to the join deadline
+            try:
+                while not store.check(["presence"]):
+                    if time.monotonic() >= until:
+                        return
+                    time.sleep(0.1)
+                box["me"] = presence.Presence(w.master_addr, int(json.loads(store.get("presence"))["port"]),
+                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - the store or rank 0 went away: the heartbeat remains
+                self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
+
+        t = threading.Thread(target=connect, name="llmdiag-presence-connect", daemon=True)
+        t.start()
+        t.join(2 * self.opts.connect_timeout_s)  # connected before joining, in the common case
+        self._cleanup.append(lambda: box["me"].bye() if "me" in box else None)
 
     def _node_died(self, rank: int, pid: int) -> None:
         """Rank 0: ``rank``'s presence connection closed without a goodbye: its process is gone."""
-        s = self.session
+        s, store = self.session, self._death_store
         try:
-            if s is None or not s.has(f"join/{rank}") or s.join_info([rank])[rank].get("pid") != pid:
+            if s is None or not store.check([f"join/{rank}"]) or json.loads(store.get(f"join/{rank}")).get("pid") != pid:
                 return  # not a node of this run (or it never joined: then it is missing, not dead)
-            s.mark_dead(rank)
+            s.mark_dead(rank, store)
         except Exception:  # noqa: BLE001 - the store is gone: the run is ending anyway
             return
         self.log(f"{self.world.expected_name(rank)} died: its process ended mid-run (its connection to rank 0 closed)")

@@ -121,12 +121,15 @@ class StoreSession:
         return int(self.store.add(key, 0))
 
     # -- heartbeats ----------------------------------------------------------------------
-    def start_heartbeat(self) -> None:
-        """Bump ``hb/<rank>`` from a second connection, so a busy main thread still beats."""
-        hb_store = self._server.clone()
+    def second_connection(self):
+        """Another connection to the store (with the prefix), for a thread beside the main one."""
         from torch.distributed import PrefixStore
 
-        hb = PrefixStore(PREFIX, hb_store)
+        return PrefixStore(PREFIX, self._server.clone())
+
+    def start_heartbeat(self) -> None:
+        """Bump ``hb/<rank>`` from a second connection, so a busy main thread still beats."""
+        hb = self.second_connection()
         key = f"hb/{self.rank}"
 
         def beat() -> None:
@@ -144,10 +147,11 @@ class StoreSession:
     def stop_heartbeat(self) -> None:
         self._hb_stop.set()
 
-    def mark_dead(self, rank: int) -> None:
-        """Record once, for every node, that ``rank``'s process is gone (no stage waits on it again)."""
+    def mark_dead(self, rank: int, store=None) -> None:
+        """Record once, for every node, that ``rank``'s process is gone (no stage waits on it again);
+        ``store``: a :meth:`second_connection` when called beside the main thread."""
         self._dead.add(rank)
-        self.store.append("dead/ranks", f"{rank},")
+        (store or self.store).append("dead/ranks", f"{rank},")
 
     def known_dead(self, rank: int) -> bool:
         """Whether ``rank`` was recorded dead (the store's list is read at most twice a second)."""
