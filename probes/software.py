@@ -80,13 +80,19 @@ class SoftwareProbe(BaseProbe):
     torch_timeout_s = 20.0  # importing a CUDA torch on a busy node can take several seconds
 
     def run(self, ctx: Context) -> Iterable[Result]:
-        child = ctx.run([sys.executable, "-c", _CHILD % {"packages": PACKAGES}], timeout=self.torch_timeout_s)
+        # The child gets what is left of this probe's deadline less a margin for the checks after
+        # it: a child cut exactly at the deadline left no time for them, so the whole probe timed
+        # out and the os/python/package findings were lost (a cluster run's share of 14.5 s under
+        # load 10, where importing torch alone took longer).
+        left = ctx.deadline.remaining()
+        wait = max(0.5, min(self.torch_timeout_s, left - max(1.5, 0.15 * left)))
+        child = ctx.run([sys.executable, "-c", _CHILD % {"packages": PACKAGES}], timeout=wait)
         lines = [json.loads(x) for x in child.stdout.splitlines() if x.startswith("{")]
         inventory = lines[0] if lines else {}
         torch_facts = lines[1] if len(lines) > 1 else None
         driver, cuda_driver, nvml_error = self._driver(ctx)
         results = [self.check_os(ctx), self.check_python(ctx, inventory),
-                   self.check_torch(ctx, child, torch_facts),
+                   self.check_torch(ctx, child, torch_facts, wait),
                    self.check_driver(ctx, driver, cuda_driver, nvml_error),
                    self.check_torch_cuda(ctx, torch_facts, driver, cuda_driver),
                    self.check_packages(ctx, inventory)]
@@ -122,7 +128,7 @@ class SoftwareProbe(BaseProbe):
         return self.ok(ctx, "python", f"Python {version} ({inventory.get('executable') or sys.executable})",
                        data={"python": version})
 
-    def check_torch(self, ctx: Context, child, facts: dict | None) -> Result:
+    def check_torch(self, ctx: Context, child, facts: dict | None, waited_s: float | None = None) -> Result:
         if facts:
             summary = f"torch {facts['torch']}, " + (
                 f"CUDA {facts['torch_cuda']}, cuDNN {facts.get('cudnn')}, NCCL {facts.get('nccl')}"
@@ -131,7 +137,10 @@ class SoftwareProbe(BaseProbe):
         err = (child.stderr or "").strip().splitlines()
         last = err[-1] if err else ""
         if child.timed_out:
-            why = f"importing torch did not finish within {self.torch_timeout_s:g} s (hung CUDA init or a stalled filesystem)"
+            waited = self.torch_timeout_s if waited_s is None else waited_s
+            why = (f"importing torch did not finish within {round(waited, 1):g} s (hung CUDA init, a stalled filesystem, or "
+                   "a starved CPU)" + ("" if waited >= self.torch_timeout_s else
+                                      f"; that was what the probe's deadline left of {self.torch_timeout_s:g} s"))
         elif "No module named 'torch'" in last or "No module named torch" in last:
             why = "torch is not installed for this Python"
         elif child.returncode is not None and child.returncode < 0:

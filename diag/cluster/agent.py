@@ -13,6 +13,7 @@ cluster report. Every wait is bounded by one deadline (``cluster.timeout_s``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import threading
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, reach, sharedfs
+from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, presence, reach, sharedfs
 from llmdiag.cluster.rendezvous import Roster, StoreSession
 from llmdiag.cluster.world import World
 from llmdiag.registry import is_group_probe
@@ -120,6 +121,7 @@ class Agent:
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
+        self._death_store = None  # rank 0: the store connection presence deaths are written on
         if getattr(ctx, "services", None) is not None:
             ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
@@ -290,6 +292,7 @@ class Agent:
             self.add("rendezvous-reach", "pass", f"rendezvous {target} is open ({r.elapsed_s * 1000:.0f} ms)")
         if self.session is None and not self._open_store():
             return False
+        self._presence(join_deadline)
         self.session.start_heartbeat()
         self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
                            "pid": os.getpid(), "time": time.time(),
@@ -325,6 +328,50 @@ class Agent:
         self.add("rendezvous", "pass", f"joined as node rank {w.node_rank}; {len(self.roster.ranks)} of {w.nnodes} "
                  f"nodes joined" + (f" (missing: {', '.join(w.expected_name(r) for r in missing)})" if missing else ""))
         return True
+
+    def _presence(self, until: float) -> None:
+        """Rank 0 serves the presence port; the others connect to it before they join, so a node
+        whose process dies is known dead at once, for every stage, instead of after its heartbeat
+        lapses (10 s) while each stage waits on it. Without it (a firewall, an old rank 0) the
+        heartbeat alone decides."""
+        w, s = self.world, self.session
+        if w.is_root:
+            self._death_store = s.second_connection()  # deaths are written from the server's threads
+            srv = presence.PresenceServer(self._node_died)
+            self._cleanup.append(srv.close)
+            s.put("presence", {"port": srv.port})
+            return
+        box: dict[str, presence.Presence] = {}
+        store = s.second_connection()  # the main thread goes on using the first
+
+        def connect() -> None:
+            # rank 0 publishes the port as soon as it has the store; under torchrun its agent may
+            # start after this one, so the wait goes on (beside the join) up to the join deadline
+            try:
+                while not store.check(["presence"]):
+                    if time.monotonic() >= until:
+                        return
+                    time.sleep(0.1)
+                box["me"] = presence.Presence(w.master_addr, int(json.loads(store.get("presence"))["port"]),
+                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s)
+            except Exception as exc:  # noqa: BLE001 - the store or rank 0 went away: the heartbeat remains
+                self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
+
+        t = threading.Thread(target=connect, name="llmdiag-presence-connect", daemon=True)
+        t.start()
+        t.join(2 * self.opts.connect_timeout_s)  # connected before joining, in the common case
+        self._cleanup.append(lambda: box["me"].bye() if "me" in box else None)
+
+    def _node_died(self, rank: int, pid: int) -> None:
+        """Rank 0: ``rank``'s presence connection closed without a goodbye: its process is gone."""
+        s, store = self.session, self._death_store
+        try:
+            if s is None or not store.check([f"join/{rank}"]) or json.loads(store.get(f"join/{rank}")).get("pid") != pid:
+                return  # not a node of this run (or it never joined: then it is missing, not dead)
+            s.mark_dead(rank, store)
+        except Exception:  # noqa: BLE001 - the store is gone: the run is ending anyway
+            return
+        self.log(f"{self.world.expected_name(rank)} died: its process ended mid-run (its connection to rank 0 closed)")
 
     def _reach_progress(self, target: str, until: float):
         """Tell the user at once what the rendezvous does (refused, dropped), then every 10 s."""

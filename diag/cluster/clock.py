@@ -16,39 +16,26 @@ import dataclasses
 import socket
 import statistics
 import struct
-import threading
 import time
 from collections.abc import Callable, Mapping
+
+from llmdiag.cluster.service import TcpService
 
 _REQ = b"T"
 _FMT = "!d"
 
 
-class TimeServer:
+class TimeServer(TcpService):
     """Rank 0's clock service; ``close()`` stops it (also a context manager)."""
+
+    name = "llmdiag-time"
 
     def __init__(self, token: str, host: str = "0.0.0.0", now: Callable[[], float] = time.time):
         self.token = token.encode()
         self._now = now  # the clock served (a test serves a skewed one)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
-        self._sock.listen(128)
-        self._sock.settimeout(0.2)
-        self.port = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="llmdiag-time", daemon=True)
-        self._thread.start()
+        super().__init__(host)
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         conn.settimeout(2.0)
         try:
             if _read_line(conn) != self.token:
@@ -61,10 +48,6 @@ class TimeServer:
             pass
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._sock.close()
 
     def __enter__(self) -> TimeServer:
         return self

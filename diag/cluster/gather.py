@@ -73,7 +73,9 @@ def collect_reports(session: StoreSession, ranks: Iterable[int], deadline: float
             for r in sorted(pending):
                 if r != session.rank and not session.alive(r):
                     age = session.last_beat_age(r)
-                    lost[r] = f"died: no heartbeat for {age:.0f} s" if age is not None else "died"
+                    lost[r] = ("died: its process ended without finishing (its connection to rank 0 closed)"
+                               if session.known_dead(r) else
+                               f"died: no heartbeat for {age:.0f} s" if age is not None else "died")
                     pending.discard(r)
         if now >= deadline:
             for r in pending:

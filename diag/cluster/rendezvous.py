@@ -74,6 +74,8 @@ class StoreSession:
         self._hb_stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
         self._seen: dict[int, tuple[int, float]] = {}
+        self._dead: set[int] = set()  # ranks known dead (their presence connection broke: presence.py)
+        self._dead_read = 0.0
 
     # -- connection ----------------------------------------------------------------------
     def open(self, timeout_s: float) -> None:
@@ -119,12 +121,15 @@ class StoreSession:
         return int(self.store.add(key, 0))
 
     # -- heartbeats ----------------------------------------------------------------------
-    def start_heartbeat(self) -> None:
-        """Bump ``hb/<rank>`` from a second connection, so a busy main thread still beats."""
-        hb_store = self._server.clone()
+    def second_connection(self):
+        """Another connection to the store (with the prefix), for a thread beside the main one."""
         from torch.distributed import PrefixStore
 
-        hb = PrefixStore(PREFIX, hb_store)
+        return PrefixStore(PREFIX, self._server.clone())
+
+    def start_heartbeat(self) -> None:
+        """Bump ``hb/<rank>`` from a second connection, so a busy main thread still beats."""
+        hb = self.second_connection()
         key = f"hb/{self.rank}"
 
         def beat() -> None:
@@ -142,8 +147,28 @@ class StoreSession:
     def stop_heartbeat(self) -> None:
         self._hb_stop.set()
 
+    def mark_dead(self, rank: int, store=None) -> None:
+        """Record once, for every node, that ``rank``'s process is gone (no stage waits on it again);
+        ``store``: a :meth:`second_connection` when called beside the main thread."""
+        self._dead.add(rank)
+        (store or self.store).append("dead/ranks", f"{rank},")
+
+    def known_dead(self, rank: int) -> bool:
+        """Whether ``rank`` was recorded dead (the store's list is read at most twice a second)."""
+        now = time.monotonic()
+        if rank not in self._dead and now - self._dead_read >= 0.5:
+            self._dead_read = now
+            try:
+                if self.has("dead/ranks"):
+                    self._dead |= _rank_list(self.store.get("dead/ranks"), self.world.nnodes)
+            except Exception:  # noqa: BLE001 - the heartbeat still decides
+                pass
+        return rank in self._dead
+
     def alive(self, rank: int) -> bool:
-        """False once ``rank``'s heartbeat has not moved for ``stale_s`` seconds."""
+        """False once ``rank`` is recorded dead, or its heartbeat has not moved for ``stale_s`` seconds."""
+        if self.known_dead(rank):
+            return False
         now = time.monotonic()
         try:
             value = int(self.store.add(f"hb/{rank}", 0))
@@ -229,7 +254,9 @@ class StoreSession:
         coord = 0 if 0 in ranks else min(ranks)
         self.store.append(f"{name}/ranks", f"{self.rank},")
         self.store.add(f"{name}/count", 1)
-        next_check = time.monotonic() + 1.0
+        # with a node known dead the coordinator looks at once and often: the rest close it quickly
+        every = 0.2 if self._dead & ranks else 1.0
+        next_check = time.monotonic() + (0.0 if self._dead & ranks else 1.0)
         poll = 0.01
         while True:
             count = self.count(f"{name}/count")
@@ -240,7 +267,7 @@ class StoreSession:
                 return ranks, set()
             now = time.monotonic()
             if now >= next_check or now >= deadline:
-                next_check = now + 1.0
+                next_check = now + every
                 if self.rank == coord:
                     pending = ranks - _rank_list(self.store.get(f"{name}/ranks"), 1 << 30)
                     died = {r for r in pending if not self.alive(r)}

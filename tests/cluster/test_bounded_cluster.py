@@ -54,7 +54,8 @@ def test_overrunning_group_probe_is_cut_and_every_node_report_arrives(tmp_path):
     assert cut and all(("timed out after" in r["summary"] or "was used up" in r["summary"])
                        and r["runbook"] == "probe-timeout" for r in cut), \
         [(r["node"], r["summary"], r["runbook"]) for r in cut]
-    # the other probes' findings of every node are kept
+    # the other probes' findings of every node are kept (on a starved node the torch check may say its
+    # import did not finish within the local probes' share: a finding, where the whole probe timed out before)
     soft = {r["node"] for r in doc["results"] if r["probe"] == "software" and r["check"] == "torch"}
     assert soft == {"node-0", "node-1", "node-2", "node-3"}, [(r["node"], r["probe"], r["check"], r["status"], r["summary"][:150]) for r in doc["results"] if r["node"] not in soft]
     for k in (1, 2, 3):

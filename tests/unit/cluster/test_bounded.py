@@ -47,3 +47,22 @@ def test_nccl_bench_whole_run_limit_is_quiet_when_the_run_ends_in_time():
             "e = whole_run_limit(1.0, 0, every_s=5); time.sleep(0.2); e.set(); time.sleep(1.5); print('ok')")
     p = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "ok" and "did not finish" not in p.stderr
+
+
+def test_software_probe_cut_by_a_budget_share_keeps_its_other_findings(tmp_path):
+    """A torch import slower than the probe's share of the budget: the torch check says so and
+    the os/python findings are kept (the child used to run to the deadline itself, so the whole
+    probe timed out: "software: timed out after 14.5 s" on loaded cluster nodes)."""
+    from llmdiag.context import Context
+    from llmdiag.probes.software import SoftwareProbe
+    from llmdiag.runner import run_probe, with_timeout
+
+    (tmp_path / "torch.py").write_text("import time\ntime.sleep(60)\n")  # an import that hangs
+    ctx = Context.create(env=cli_env(PYTHONPATH=str(tmp_path)), node="n0")
+    t0 = time.monotonic()
+    res = run_probe(with_timeout(SoftwareProbe(), 4.0, "a share of the budget"), ctx)
+    checks = {r.check: r for r in res}
+    assert time.monotonic() - t0 < 6
+    assert "probe" not in checks, [r.summary for r in res]
+    assert {"os", "python", "torch"} <= set(checks), list(checks)
+    assert checks["torch"].status.value == "fail" and "did not finish within" in checks["torch"].summary
