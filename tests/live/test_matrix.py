@@ -74,6 +74,7 @@ CASES = {
     "ddp-disk_full": Case("ddp", "disk_full", any_of("disk_full"), rank=0, on_rank=0),
     "ddp-port_taken": Case("ddp", "port_taken", any_of("rendezvous_address_in_use")),
     "ddp-no_rdzv_host": Case("ddp", "no_rdzv_host", any_of("rendezvous_timeout")),
+    "ddp-nobody_joins": Case("ddp", "nobody_joins", any_of("rendezvous_timeout")),
     "hf-healthy": Case("hf", dead=False),
     # the Trainer's logging_nan_inf_filter (on by default) prints a NaN step's loss as '0'; its grad norm stays 'nan'
     "hf-nan_loss": Case("hf", "nan_loss", any_of("nan_loss", "nan_grad_norm"), STEP, dead=False, on_rank=None,
@@ -105,6 +106,9 @@ def _job(tmp_path: Path, case: Case) -> tuple[int, Path]:
     if case.fault == "no_rdzv_host":  # the second node of two; nobody listens where node 0 should be
         nodes = ["--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
                  str(free_port()), "--rdzv-conf", "timeout=5,read_timeout=5"]
+    if case.fault == "nobody_joins":  # c10d: this node hosts the rendezvous, the second node never comes
+        nodes = ["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                 "--rdzv-conf", "join_timeout=5"]
     args = [str(script)] + ([str(tmp_path / "out")] if case.trainer == "hf" else [])
     argv = launcher("torchrun") + nodes + ["--nproc-per-node", "2"] + args
     if case.launch == "accelerate":  # its --cpu mode needs MPI for two processes; this one runs on CPU too
