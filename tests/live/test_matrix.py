@@ -55,6 +55,9 @@ SILENT_PEER = "the silent rank (1) of a 2-rank world is not named: suspect_ranks
 # seen once in ~10 runs of the Trainer under torchrun on a loaded 2-core machine, with no fault injected: one
 # rank's C++ runtime aborts mid-run (a std::thread destroyed while joinable); not what these tests are about
 ABORT_AT_RANDOM = "terminate called without an active exception"
+# faults that stop the job at step STEP: every step before it is printed (rank 0 prints a step once its
+# all-reduce with rank 1 is done), so the curve read ends at STEP - 1
+STOPS_AT_STEP = {"exception", "sigkill", "sigabrt", "sigsegv", "hang", "disk_full"}
 # a rank that raised: torchrun's ChildFailedError names it, and the finding carries its own exception
 RAISED = ("child_failed", "python_exception")
 
@@ -172,6 +175,10 @@ def test_live_case(tmp_path, case):
     if case.rank is not None:
         assert doc.get("first_failing_rank") == case.rank, seen
     assert set(case.also) <= set(kinds), (case.also, seen)
+    if case.fault in STOPS_AT_STEP:
+        assert doc["metrics"].get("num_steps_with_loss") == STEP - 1, (doc["metrics"], seen)
+        if case.trainer == "ddp":
+            assert doc["metrics"].get("last_step") == STEP - 1, (doc["metrics"], seen)
     if case.says:
         assert any(case.says in str(f["facts"].get("exception_message", "")) for f in found), seen
     if case.suspect is not None:
