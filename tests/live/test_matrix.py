@@ -183,3 +183,14 @@ def test_live_case(tmp_path, case):
         assert any(case.says in str(f["facts"].get("exception_message", "")) for f in found), seen
     if case.suspect is not None:
         assert doc.get("suspect_ranks") == [case.suspect], seen
+
+
+def test_worker_bus_error_is_sigbus_whichever_check_sees_it_first(tmp_path):
+    """``ddp-worker_bus`` above races: the main process reports the dead worker either as "is killed by
+    signal: Bus error" or as "exited unexpectedly"; in the second form only the worker's own line (its
+    SIGBUS handler's) says bus error. These are the two lines of such a run."""
+    log = tmp_path / "train.log"
+    log.write_text("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                   "memory (shm).\n[rank1]: RuntimeError: DataLoader worker (pid(s) 20931) exited unexpectedly\n")
+    rc, doc = analyze(log)
+    assert rc != 0 and {"sigbus", "dataloader_worker_killed"} <= {f["kind"] for f in doc["findings"]}, doc["findings"]
