@@ -263,18 +263,20 @@ ENTRIES: tuple[Entry, ...] = (
                 r"Fatal Python error: Bus error",
                 # a DataLoader worker that died of SIGBUS (its shared-memory batch): the worker's death is
                 # dataloader_worker_killed, its signal is this kind
-                r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) is killed by signal: Bus error"),
-      keywords=("Bus error",), facts=(("signal", "SIGBUS"), ("exitcode", -7))),
+                r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) is killed by signal: Bus error",
+                # the worker's own SIGBUS handler, printed before it dies; the main process may then only say
+                # "exited unexpectedly" (which of its two checks sees the dead worker first is a race)
+                r"Unexpected bus error encountered in worker"),
+      keywords=("Bus error", "Unexpected bus error"), facts=(("signal", "SIGBUS"), ("exitcode", -7))),
     E("dataloader_worker_killed", ERROR, "dataloader-worker-killed",
       "a DataLoader worker process died: the batch it was loading never arrives",
       ("host RAM ran out (the OOM killer: signal Killed)", "shared memory (/dev/shm) ran out (Bus error)",
        "a bad sample crashed the decoding code (Segmentation fault)"),
       "read the signal: Killed → lower num_workers / host memory use; Bus error → a larger /dev/shm; "
       "Segmentation fault → find the sample (num_workers=0 reproduces it in the main process)",
+      # (the worker's "ERROR: Unexpected bus error encountered in worker" is this kind and sigbus at once)
       ("RuntimeError: DataLoader worker (pid 12345) is killed by signal: Killed.",
-       "RuntimeError: DataLoader worker (pid(s) 4021, 4022) exited unexpectedly",
-       "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
-       "(shm)."),
+       "RuntimeError: DataLoader worker (pid(s) 4021, 4022) exited unexpectedly"),
       patterns=(r"DataLoader worker \(pid(?:\(s\))? (?P<worker_pids>[\d, ]+)\) (?:is killed by signal: "
                 r"(?P<worker_signal>[^.]+)|exited unexpectedly)",
                 r"Unexpected (?P<worker_signal>bus error|segmentation fault) encountered in worker"),

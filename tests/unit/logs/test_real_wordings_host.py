@@ -175,7 +175,7 @@ Traceback (most recent call last):
   File "/home/user/anaconda3/envs/py36/lib/python3.6/site-packages/PIL/ImageFile.py", line 510, in _save
     fh = fp.fileno()
 AttributeError: '_idat' object has no attribute 'fileno'
-""", ["dataloader_worker_killed"], 1, {}),
+""", ["dataloader_worker_killed", "sigbus"], 1, {}),  # torch's worker prints it from its SIGBUS handler, then dies of it
     # THU-DA-6D-Pose-Group/GDR-Net#16: the chain a shm-starved worker leaves behind
     ("GDR-Net#16", """\
 ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
