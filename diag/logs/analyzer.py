@@ -319,9 +319,11 @@ class LogAnalyzer:
         if file in self._last_error:
             pre, want_more = self._last_error_text(file, lineno, pre)
         if self._frames:
-            if (file, pre.rank) in self._frames and self._traceback_frame((file, pre.rank), lineno, pre):
-                return 1
-            if any(k[0] == file for k in self._frames):  # another rank's line between the frames: read as usual
+            # a traceback's frames are read for the failing call, and as every line is (a frame's path names
+            # the rendezvous backend); the lines after them too while any traceback of this file is open
+            if (file, pre.rank) in self._frames:
+                self._traceback_frame((file, pre.rank), lineno, pre)
+            if any(k[0] == file for k in self._frames):
                 want_more = 1
         if self._block is not None:
             self._block.feed(pre.message)
@@ -352,7 +354,7 @@ class LogAnalyzer:
         return pre._replace(message="Last error: " + text), 0
 
     def _traceback_frame(self, key: tuple[str, int | None], lineno: int, pre: prefixes.Prefix) -> bool:
-        """A line of a traceback being read: True while its frames go on (the line is taken). The
+        """A line of a traceback being read: True while its frames go on. The
         source line under the innermost frame outside the libraries names the failing call
         (``torch.distributed.barrier``); the first other line (the exception) ends the frames."""
         tb = self._frames[key]

@@ -113,8 +113,8 @@ def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[in
     ``culprits``: those the timeout's own fields single out, if any. Else each rank's progress
     (``progress_straggler``); else the ranks that printed lines but never reported the timeout,
     when the log covers every rank (0..N-1, N the world size, else the highest rank seen + 1) and
-    they are fewer than those that reported it (an excerpt that lost most ranks' reports names
-    nobody). A rank absent from the excerpt is only listed as such.
+    they are no more than those that reported it (an excerpt that lost most ranks' reports names
+    nobody; of two ranks, the one that printed lines but not the timeout is named). A rank absent from the excerpt is only listed as such.
     """
     facts = f["facts"]
     world = extra.get("world_size")
@@ -124,11 +124,11 @@ def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[in
     if reporting:
         upto = world if isinstance(world, int) else max(seen) + 1
         absent = [r for r in range(upto) if r not in reporting]
-        covers_all = seen >= set(range(upto)) and (isinstance(world, int) or len(absent) < len(reporting))
+        covers_all = seen >= set(range(upto)) and (isinstance(world, int) or len(absent) <= len(reporting))
         if absent and covers_all and not culprits:
             culprits = absent
-            why = f"rank(s) {absent} printed other lines but never reported the timeout: they were not waiting " \
-                  f"in the collective"
+            why = f"rank(s) {absent} never reported the timeout, though the log covers them (their own lines or " \
+                  f"the launcher's summary): they were not waiting in the collective"
         not_covered = sorted(r for r in absent if r not in seen)
         if not_covered:
             facts["ranks_not_in_excerpt"] = not_covered
@@ -725,6 +725,10 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     rank = t.primary_rank()
     ser = t.series_of(rank)
     seen = {e.rank for e in an.events if e.rank is not None} | {r for r in t.ranks() if r is not None}
+    # a launcher's failure summary lists its own workers, whose output shares the launcher's console
+    # (torchrun's default): a listed rank that printed nothing is covered by the log all the same
+    seen |= {r for e in an.events if e.kind == "child_failed" for r in e.facts.get("failed_ranks", ())
+             if isinstance(r, int)}
     progress = stream_progress(t.last_key, t.files, an.events, an.extra.get("world_size"))
     seen |= set(progress)
     findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": progress})

@@ -73,7 +73,7 @@ def test_hang_suspect_from_the_log_alone(tmp_path):
     import shutil
 
     log = tmp_path / "train.log"
-    subprocess.run(llmdiag_argv("train", "--nproc", "3", *TINY[2:], "--steps", "10", "--inject", "hang@5:rank=1",
+    subprocess.run(llmdiag_argv("train", "--nproc", "3", *TINY[2:], *_timeout("hang"), "--steps", "10", "--inject", "hang@5:rank=1",
                                 "--log-file", str(log)),
                    env=cli_env(), capture_output=True, text=True, timeout=150, cwd=tmp_path)
     shutil.rmtree(tmp_path / "train.log.fr", ignore_errors=True)
