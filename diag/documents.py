@@ -388,6 +388,10 @@ class LogAnalysisDoc(Header):
     read: dict[str, Any] = dataclasses.field(default_factory=dict)
     node: str | None = dataclasses.field(default=None, metadata=_doc(
         "the host that followed the log (analyze-log --follow); absent when logs were read after the fact"))
+    started_at: float | None = dataclasses.field(default=None, metadata=_doc(
+        "Unix time the follow started (analyze-log --follow --prometheus-file: one run from start to end)"))
+    created_at: float | None = dataclasses.field(default=None, metadata=_doc(
+        "Unix time of this document (a followed log's latest batch)"))
     first_reporting_rank: int | None = dataclasses.field(default=None, metadata=_doc(
         "the rank whose collective timeout was reported first"))
     suspect_ranks: list[int] = dataclasses.field(default_factory=list, metadata=_doc(
