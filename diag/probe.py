@@ -62,6 +62,11 @@ class BaseProbe:
     requires: ClassVar[frozenset[Requirement]] = frozenset()
     config_section: ClassVar[str | None] = None
     timeout_s: ClassVar[float] = 30.0
+    #: (section, key) of a setting that bounds the probe's own work: its deadline is that value
+    #: plus ``timeout_grace_s`` (to stop the work and report), so ``--list-probes`` and the
+    #: timeout message show the bound really in force rather than a class constant
+    timeout_setting: ClassVar[tuple[str, str] | None] = None
+    timeout_grace_s: ClassVar[float] = 10.0
     group: ClassVar[bool] = False  # runs its collectives across the nodes in cluster mode
 
     def run(self, ctx: Context) -> Iterable[Result]:  # pragma: no cover - abstract

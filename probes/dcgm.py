@@ -147,7 +147,8 @@ def _fix(entries: list[DiagEntry]) -> str:
 class DcgmProbe(BaseProbe):
     name = "dcgm"
     description = "NVIDIA DCGM diagnostic (dcgmi diag -r [dcgm] level -j), where dcgmi is installed"
-    timeout_s = 3600.0  # the real bound is [dcgm] timeout_s and the run's deadline (--timeout)
+    timeout_s = 310.0  # [dcgm] timeout_s (default 300 s) plus the grace; the configured value wins
+    timeout_setting = ("dcgm", "timeout_s")
 
     def run(self, ctx: Context) -> Iterable[Result]:
         level = int(ctx.config.get("dcgm", "level", 1))

@@ -166,6 +166,7 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     }
     config = config.with_overrides(overrides)
     probes, load_errors = all_probes()
+    probes = [_configured_timeout(p, config) for p in probes]
     if list_probes:
         for p in probes:
             reqs = ",".join(sorted(r.value if hasattr(r, "value") else str(r) for r in p.requires)) or "-"
@@ -244,6 +245,20 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     status = report.status
     if status is Status.FAIL or (strict and status is Status.WARN):
         raise SystemExit(ExitCode.CHECKS_FAILED)
+
+
+def _configured_timeout(probe, config):
+    """``probe`` bounded by its ``timeout_setting`` (plus its grace) where it declares one."""
+    setting = getattr(probe, "timeout_setting", None)
+    if not setting:
+        return probe
+    value = config.get(*setting)
+    if value is None:
+        return probe
+    from llmdiag.runner import with_timeout
+
+    return with_timeout(probe, float(value) + float(getattr(probe, "timeout_grace_s", 10.0)),
+                        note=f"[{setting[0]}] {setting[1]} + {getattr(probe, 'timeout_grace_s', 10.0):g} s")
 
 
 def _with_timeout(probe, timeout_s: float):

@@ -151,3 +151,20 @@ def test_skipped_with_the_reason_without_dcgmi(tmp_path):
     res = run_probe(DcgmProbe(), context(env={"PATH": str(tmp_path)}))
     assert [(r.check, r.status) for r in res] == [("diag", Status.SKIP)]
     assert "dcgmi not installed" in res[0].summary
+
+
+def test_list_probes_shows_the_dcgm_bound_in_force(tmp_path):
+    """The probe's deadline is ``[dcgm] timeout_s`` plus its grace, so --list-probes shows the
+    configured bound (not a class constant), and a changed setting changes it."""
+    from click.testing import CliRunner
+
+    from llmdiag.cli import cli
+
+    def shown(*args: str) -> str:
+        out = CliRunner().invoke(cli, ["preflight", *args, "--list-probes"]).output
+        return next(line for line in out.splitlines() if line.startswith("dcgm "))
+
+    assert "timeout 310 s" in shown()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[dcgm]\ntimeout_s = 60\n")
+    assert "timeout 70 s" in shown("--config", str(cfg))
