@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+#: fixtures every test folder may use: a real Slurm (``slurm``)
+pytest_plugins = ("tests.slurm",)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 # every document a test renders or reads must match its type exactly: an unknown key, a missing

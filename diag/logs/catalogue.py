@@ -229,7 +229,7 @@ ENTRIES: tuple[Entry, ...] = (
                 r"\bOOMKilled\b",
                 # Slurm's own memory enforcement (jobacct_gather) and srun's report of an OOM-killed task
                 r"exceeded memory limit \((?P<mem_used_kb>\d+) > (?P<mem_limit_kb>\d+)\), being killed",
-                r"tasks? [\d,-]+: Out Of Memory",
+                r"tasks? (?P<tasks>[\d,-]+): Out Of Memory",
                 # the userspace OOM killer, systemd-oomd (its syslog prefix may be gone)
                 r"Killed (?P<cgroup>/\S+) due to memory pressure"),
       keywords=("Killed process", "Kill process", "oom-kill", "oom_kill", "OOMKilled", "exceeded memory limit",

@@ -632,6 +632,26 @@ def _attach_last_errors(findings: list[dict], lasts: list[Event]) -> None:
                 del f["facts"][k]
 
 
+#: what an elastic agent (torchrun, accelerate launch) prints of its workers (these kinds, or a worker's exit
+#: by local rank): with an agent per node under srun, srun's tasks are the agents and a task number is a
+#: node's, not a rank
+_AGENT_KINDS = frozenset({"child_failed", "worker_failed", "worker_stop"})
+
+
+def _srun_task_ranks(findings: list[dict], an) -> None:
+    """srun reports a task's end by its task number (``srun: error: node-3: task 1: Killed``); when srun
+    starts the trainer's processes itself (one task per rank: no elastic agent in the log), the task
+    number is the global rank (SLURM_PROCID), so the finding belongs to that rank."""
+    if "launcher_cmd" in an.extra or any(e.kind in _AGENT_KINDS or "failed_local_rank" in e.facts
+                                         for e in an.events):
+        return
+    for f in findings:
+        tasks = str(f["facts"].get("tasks", ""))
+        if f["rank"] is None and tasks.isdigit():
+            f["rank"] = int(tasks)
+            f["facts"].setdefault("rank_from", "srun task number (SLURM_PROCID)")
+
+
 def _mark_consequences(findings: list[dict], events: list[Event]) -> None:
     """An error that a rank reports after its own collective timed out or its communicator was aborted is a
     consequence of that hang (the process is being taken down, buffers may be corrupt: an absurd allocation, an
@@ -772,6 +792,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     findings.sort(key=lambda f: (f["ts"] is None, f["ts"] or 0, f["file"] or "", f["line"] or 0))
     metrics = {k: _clean(v) for k, v in _metrics(an, ser, rank).items()}
     _mark_consequences(findings, an.events)
+    _srun_task_ranks(findings, an)
     roots = sorted(findings, key=lambda f: (bool(f["facts"].get("after_own_timeout")), PRIORITY.index(f["kind"])))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]

@@ -495,6 +495,8 @@ def _killed(m: re.Match[str], msg: str):
     f: dict = {"signal": "SIGKILL", "exitcode": -9}
     if m["pid"]:
         f["pid"] = int(m["pid"])
+    if m["tasks"]:  # srun's report of the step's task(s) that got it
+        f["tasks"] = m["tasks"]
     bar = re.search(r"(\d+)/(\d+) \[[\d:<]+", msg)
     if bar:
         f["progress_step"], f["progress_total"] = int(bar[1]), int(bar[2])
@@ -666,7 +668,7 @@ RULES: list[Rule] = [
          _slurm_cancel),
     Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
          ("Bus error", "Segmentation fault")),
-    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|tasks? [\d,-]+: Killed\b"), _killed),
+    Rule("Killed", R(r"^\s*Killed\s*$|[\]|]Killed\s*$|line \d+:\s+(?P<pid>\d+) Killed\s|tasks? (?P<tasks>[\d,-]+): Killed\b"), _killed),
     # srun: a task of the step exited with an error code (the step is then cancelled and the other tasks killed)
     Rule("Exited with exit code", R(r"tasks? (?P<tasks>[\d,-]+): Exited with exit code (?P<code>\d+)"),
          lambda m, msg: ("srun_task_exit", {"tasks": m["tasks"], "exitcode": int(m["code"])})

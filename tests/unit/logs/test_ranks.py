@@ -257,3 +257,26 @@ def test_torchrun_log_dir_layout(tmp_path):
     doc = json.loads(_run(paths, "-f", "json").output)
     assert doc["suspect_ranks"] == [2]
     assert "rank 2's log ends at step 80, the others at 100" in doc["suspect_reason"]
+
+
+SRUN_END = ["step 5 | loss 2.9500 | lr 1.0e-04 | time 412.0ms",
+            "srun: error: node-2: task 3: Killed",
+            "srun: error: node-1: task 0: Exited with exit code 1"]
+
+
+@pytest.mark.parametrize("agent, rank", [
+    # srun starts the trainer's processes itself: a task number is SLURM_PROCID, the global rank
+    ([], 3),
+    # torchrun under srun (one agent per node): the task is a node's agent, its rank is unknown
+    (["torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 1 (pid: 4242) of "
+      "binary: /usr/bin/python3"], None),
+])
+def test_srun_task_number_is_the_rank_only_without_an_agent(tmp_path, agent, rank):
+    log = tmp_path / "slurm-77.out"
+    log.write_text("\n".join(agent + SRUN_END) + "\n")
+    r = CliRunner().invoke(cli, ["analyze-log", str(log), "--format", "json"])
+    doc = json.loads(r.output)
+    killed = next(f for f in doc["findings"] if f["kind"] == "sigkill")
+    assert killed["rank"] == rank
+    if rank is not None:
+        assert doc["first_failing_rank"] == rank
