@@ -202,7 +202,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if node_rows:
         body.append(f"<details><summary>{len(node_rows)} node(s): facts</summary>"
                     + table(["node", "rank", "status", "facts"], node_rows) + "</details>")
-    return page(f"llmdiag {d.command or 'preflight'} report", "".join(body), doc)
+    return page(f"llmdiag {d.command or 'preflight'} report", "".join(body), d)
 
 
 # ---------------------------------------------------------------- nccl-bench
@@ -266,8 +266,7 @@ def _bench_body(d: D.NcclBenchDoc) -> str:
     return "".join(out)
 
 
-def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.NcclBenchDoc = D.read(doc)
+def nccl_bench(d: D.NcclBenchDoc, opts: RenderOptions) -> str:
     w = d.world
     head = f"nccl-bench on {w.world_size} rank(s)" if w else "nccl-bench"
     lines = []
@@ -283,12 +282,12 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     body = [banner(D.status_of(d.status), head, lines), "<h2>Checks</h2>",
             _checks_section(d.findings, lambda c: c.node or ""), "<h2>Bandwidth</h2>", _bench_body(d)]
     if d.spec:
-        body.append(json_block(d.spec, "benchmark settings"))
-    return page("llmdiag nccl-bench report", "".join(body), doc)
+        body.append(json_block(D.to_dict(d.spec), "benchmark settings"))
+    return page("llmdiag nccl-bench report", "".join(body), d)
 
 
-def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    st = D.status_of(doc.get("status"))
-    body = banner(st, str(doc.get("command", "report")), [e(when_text(doc.get("created_at")))]) + json_block(doc, "document")
-    return page(f"llmdiag {doc.get('command', '')} report", body, doc)
+def generic(d: D.GenericDoc, opts: RenderOptions) -> str:
+    st = D.status_of(d.status)
+    body = banner(st, str(d.command or "report"), [e(when_text(d.created_at))]) + json_block(d.content, "document")
+    return page(f"llmdiag {d.command or ''} report", body, d)
 
