@@ -837,6 +837,12 @@ def read(doc: Mapping[str, Any], *, strict: bool | None = None) -> Any:
     return typed
 
 
+def read_part(cls: type, data: Mapping[str, Any]) -> Any:
+    """``data`` read as ``cls``, one part of a document (a progress record's world or row before
+    the document exists): what is known is read, the rest ignored."""
+    return dataschema.read(cls, data)
+
+
 def schema(kind: str) -> dict[str, Any]:
     cls = KINDS[kind]
     out = dataschema.json_schema(cls, title=f"llmdiag report document, kind {kind}",

@@ -72,7 +72,6 @@ RENDERERS: dict[tuple[str, str], str] = {
 #: renderers not yet moved to typed documents (they still get the dict); emptied module by module
 _UNTYPED = {
     "llmdiag.reports.cluster:terminal", "llmdiag.reports.cluster:markdown", "llmdiag.reports.html:cluster",
-    "llmdiag.reports.nccl_bench:terminal", "llmdiag.reports.nccl_bench:markdown",
 }
 #: the kinds above
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _ in RENDERERS))
