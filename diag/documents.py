@@ -138,6 +138,83 @@ class NodeEntry:
 
 
 @dataclasses.dataclass
+class MissingNode:
+    """An expected node without a report: never joined (missing), or joined then died or hung."""
+
+    node: str
+    state: Literal["missing", "died", "hung"]
+    node_rank: int | None = None
+    name: str | None = None
+    detail: str | None = None
+    host: str | None = None
+
+
+@dataclasses.dataclass
+class Outlier:
+    value: Any = None
+    nodes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ConsistencyDiff:
+    """A fact that differs between nodes: the majority value and the odd groups."""
+
+    key: str
+    label: str | None = None
+    status: Status | None = None
+    majority: Any = None
+    majority_count: int | None = None
+    outliers: list[Outlier] = dataclasses.field(default_factory=list)
+    message: str | None = None
+
+
+@dataclasses.dataclass
+class PortProblem:
+    """A connection of the port matrix that was not open."""
+
+    src_rank: int | None = None
+    dst_rank: int | None = None
+    port: int | None = None
+    outcome: str | None = None
+    detail: str | None = None
+    elapsed_s: float | None = None
+    src: str | None = None
+    dst: str | None = None
+    meaning: str | None = None
+    status: str | None = None
+
+
+@dataclasses.dataclass
+class PortMatrix:
+    """Every node's connections to every other node's job ports."""
+
+    ports: list[int] = dataclasses.field(default_factory=list)
+    mode: str | None = None
+    tested: int | None = None
+    open: int | None = None
+    failed: int | None = None
+    problems: list[PortProblem] | None = dataclasses.field(default=None, metadata=_doc(
+        "the connections not open (the first ones; ``truncated`` more); absent when no node tested"))
+    truncated: int | None = None
+    pairs: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc(
+        "each tested (src, dst) pair with its worst outcome: the heat map's cells"))
+
+
+@dataclasses.dataclass
+class ClusterSections:
+    """The cross-node sections of a merged report (docs/cluster.md)."""
+
+    missing_nodes: list[MissingNode] = dataclasses.field(default_factory=list)
+    consistency: list[ConsistencyDiff] | None = dataclasses.field(default=None, metadata=_doc(
+        "facts that differ between nodes; absent when no node reported its facts"))
+    clock: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "warn_ms, centre_ms and each node's skew"))
+    shared_fs: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "path -> whether the nodes see one filesystem there"))
+    port_matrix: PortMatrix | None = None
+
+
+@dataclasses.dataclass
 class ClusterDoc(Header):
     """``llmdiag preflight`` and ``llmdiag report merge``: checks per node and across nodes."""
 
@@ -149,8 +226,8 @@ class ClusterDoc(Header):
     strict: bool = False
     duration_s: float | None = dataclasses.field(default=None, metadata=_doc(
         "seconds the run took on rank 0's monotonic clock (never wall clocks of different nodes)"))
-    sections: dict[str, Any] = dataclasses.field(
-        default_factory=dict, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
+    sections: ClusterSections = dataclasses.field(
+        default_factory=ClusterSections, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
 
     def node_names(self) -> list[str]:
         names = [n.node for n in self.nodes]

@@ -69,10 +69,6 @@ RENDERERS: dict[tuple[str, str], str] = {
     ("generic", "prometheus"): "llmdiag.reports.prometheus:generic",
     ("generic", "junit"): "llmdiag.reports.junit:generic",
 }
-#: renderers not yet moved to typed documents (they still get the dict); emptied module by module
-_UNTYPED = {
-    "llmdiag.reports.cluster:terminal", "llmdiag.reports.cluster:markdown", "llmdiag.reports.html:cluster",
-}
 #: the kinds above
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _ in RENDERERS))
 
@@ -136,7 +132,7 @@ def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) 
     fn = find_renderer(kind, fmt)
     if fn is None:
         raise UsageError(f"--format {fmt} is not available for {doc.get('command', 'this command')}")
-    if fn is json_renderer or RENDERERS.get((kind, fmt)) in _UNTYPED:
+    if fn is json_renderer:
         return fn(doc, opts)
     return fn(documents.read(doc), opts)
 

@@ -90,8 +90,7 @@ def _check_details(c: D.Finding) -> str:
     from llmdiag.reports.cluster import evidence_line
 
     lines = [c.summary]
-    lines += ["  " + evidence_line(dict(name=ev.name, observed=ev.observed, expected=ev.expected, unit=ev.unit))
-              for ev in c.evidence]
+    lines += ["  " + evidence_line(ev) for ev in c.evidence]
     if c.remediation:
         lines.append(f"fix: {c.remediation}")
     if c.runbook:

@@ -273,11 +273,11 @@ def cluster(d: D.ClusterDoc, opts: RenderOptions) -> str:
         for s in D.STATUS_CODE:
             ex.add("llmdiag_node_checks", sum(1 for r in d.results if r.node == node and r.status == s),
                    {"node": node, "status": s})
-    ports = d.sections.get("port_matrix")
-    if isinstance(ports, Mapping) and "problems" in ports:
-        ex.add("llmdiag_port_connections_failed", ports.get("failed", len(ports.get("problems") or ())))
-    if isinstance(d.sections.get("consistency"), list):
-        ex.add("llmdiag_consistency_diffs", len(d.sections["consistency"]))
+    ports = d.sections.port_matrix
+    if isinstance(ports, D.PortMatrix) and ports.problems is not None:
+        ex.add("llmdiag_port_connections_failed", len(ports.problems) if ports.failed is None else ports.failed)
+    if isinstance(d.sections.consistency, list):
+        ex.add("llmdiag_consistency_diffs", len(d.sections.consistency))
     return ex.text()
 
 

@@ -113,6 +113,9 @@ def _read_value(tp: Any, value: Any, problems: list[str], path: str) -> Any:
         return read(tp, value, problems, path) if isinstance(value, Mapping) else value
     origin, args = get_origin(tp), get_args(tp)
     if _is_union(tp):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:  # X | None with a value: read it as X (list[Row] | None reads its rows)
+            return _read_value(rest[0], value, problems, path)
         for a in args:  # the first dataclass member that fits a mapping, else the value itself
             if dataclasses.is_dataclass(a) and isinstance(value, Mapping):
                 return read(a, value, problems, path)
