@@ -433,9 +433,16 @@ class NcclBenchDoc(Header):
                          for f in d["findings"]]
         if d.get("straggler") is not None:
             d["straggler"] = Straggler(**d["straggler"])
+        if d.get("spec") is not None:
+            d["spec"] = BenchSettings(**d["spec"])
         if d.get("pairwise") is not None:
             pw = d["pairwise"]
-            d["pairwise"] = Pairwise(**{**pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()]})
+            d["pairwise"] = Pairwise(**{
+                **pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()],
+                "nodes": [PairNode(**n) for n in pw.get("nodes") or ()],
+                "slow_nodes": [SlowNode(**{**n, "links": [PeerLink(**lk) for lk in n.get("links") or ()]})
+                               for n in pw.get("slow_nodes") or ()],
+                "slow_links": [SlowLink(**lk) for lk in pw.get("slow_links") or ()]})
         if d.get("stopped") is not None:
             d["stopped"] = BenchStop(**d["stopped"])
         return cls(**d)
