@@ -138,6 +138,83 @@ class NodeEntry:
 
 
 @dataclasses.dataclass
+class MissingNode:
+    """An expected node without a report: never joined (missing), or joined then died or hung."""
+
+    node: str
+    state: Literal["missing", "died", "hung"]
+    node_rank: int | None = None
+    name: str | None = None
+    detail: str | None = None
+    host: str | None = None
+
+
+@dataclasses.dataclass
+class Outlier:
+    value: Any = None
+    nodes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ConsistencyDiff:
+    """A fact that differs between nodes: the majority value and the odd groups."""
+
+    key: str
+    label: str | None = None
+    status: Status | None = None
+    majority: Any = None
+    majority_count: int | None = None
+    outliers: list[Outlier] = dataclasses.field(default_factory=list)
+    message: str | None = None
+
+
+@dataclasses.dataclass
+class PortProblem:
+    """A connection of the port matrix that was not open."""
+
+    src_rank: int | None = None
+    dst_rank: int | None = None
+    port: int | None = None
+    outcome: str | None = None
+    detail: str | None = None
+    elapsed_s: float | None = None
+    src: str | None = None
+    dst: str | None = None
+    meaning: str | None = None
+    status: str | None = None
+
+
+@dataclasses.dataclass
+class PortMatrix:
+    """Every node's connections to every other node's job ports."""
+
+    ports: list[int] = dataclasses.field(default_factory=list)
+    mode: str | None = None
+    tested: int | None = None
+    open: int | None = None
+    failed: int | None = None
+    problems: list[PortProblem] | None = dataclasses.field(default=None, metadata=_doc(
+        "the connections not open (the first ones; ``truncated`` more); absent when no node tested"))
+    truncated: int | None = None
+    pairs: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc(
+        "each tested (src, dst) pair with its worst outcome: the heat map's cells"))
+
+
+@dataclasses.dataclass
+class ClusterSections:
+    """The cross-node sections of a merged report (docs/cluster.md)."""
+
+    missing_nodes: list[MissingNode] = dataclasses.field(default_factory=list)
+    consistency: list[ConsistencyDiff] | None = dataclasses.field(default=None, metadata=_doc(
+        "facts that differ between nodes; absent when no node reported its facts"))
+    clock: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "warn_ms, centre_ms and each node's skew"))
+    shared_fs: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "path -> whether the nodes see one filesystem there"))
+    port_matrix: PortMatrix | None = None
+
+
+@dataclasses.dataclass
 class ClusterDoc(Header):
     """``llmdiag preflight`` and ``llmdiag report merge``: checks per node and across nodes."""
 
@@ -149,8 +226,8 @@ class ClusterDoc(Header):
     strict: bool = False
     duration_s: float | None = dataclasses.field(default=None, metadata=_doc(
         "seconds the run took on rank 0's monotonic clock (never wall clocks of different nodes)"))
-    sections: dict[str, Any] = dataclasses.field(
-        default_factory=dict, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
+    sections: ClusterSections = dataclasses.field(
+        default_factory=ClusterSections, metadata=_doc("cross-node sections: consistency, port_matrix, clock, ... (docs/cluster.md)"))
 
     def node_names(self) -> list[str]:
         names = [n.node for n in self.nodes]
@@ -223,6 +300,59 @@ class BenchStop:
 
 
 @dataclasses.dataclass
+class BenchSettings:
+    """What every rank ran (``llmdiag.ncclbench.config.BenchSpec`` as written)."""
+
+    collectives: list[str] = dataclasses.field(default_factory=list)
+    sizes: list[int] = dataclasses.field(default_factory=list, metadata=_doc("message sizes in bytes"))
+    warmup_iters: int | None = None
+    iters: int | None = None
+    check: bool = False
+    dtype: str | None = None
+    op: str | None = None
+    root: int | None = None
+    backend: str | None = None
+    pairwise: bool = False
+    pairwise_bytes: int | None = None
+    pairwise_iters: int | None = None
+    pairwise_low_fraction: float | None = None
+    pairwise_samples: int | None = None
+    timeout_s: float | None = None
+    inject_corruption: list[int] | None = dataclasses.field(default=None, metadata=_doc("a test hook: rank, elements"))
+
+
+@dataclasses.dataclass
+class PeerLink:
+    peer: str
+    gbps: Measured | None = None
+
+
+@dataclasses.dataclass
+class SlowNode:
+    """A node whose links are mostly below the others' median."""
+
+    node: str
+    links: list[PeerLink] = dataclasses.field(default_factory=list)
+    median_gbps: Measured | None = None
+    floor_gbps: Measured | None = None
+
+
+@dataclasses.dataclass
+class SlowLink:
+    """A slow link between two nodes neither of which is slow on its own."""
+
+    a: str
+    b: str
+    gbps: Measured | None = None
+
+
+@dataclasses.dataclass
+class PairNode:
+    node: str
+    rank: int | None = None
+
+
+@dataclasses.dataclass
 class PairLink:
     a: str
     b: str
@@ -243,14 +373,14 @@ class Pairwise:
     bytes: int | None = None
     iters: int | None = None
     low_fraction: float | None = None
-    nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    nodes: list[PairNode] = dataclasses.field(default_factory=list)
     loopback: bool | None = None
     reference_gbps: Measured | None = None
     threshold_gbps: Measured | None = None
     mad_log10: float | None = dataclasses.field(
         default=None, metadata=_doc("spread of the links' log10 bandwidths (median absolute deviation)"))
-    slow_nodes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    slow_links: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    slow_nodes: list[SlowNode] = dataclasses.field(default_factory=list)
+    slow_links: list[SlowLink] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -281,7 +411,7 @@ class NcclBenchDoc(Header):
     results: list[BenchRow]
     collectives: list[CollectiveSummary]
     findings: list[Finding] = dataclasses.field(metadata=_doc("the checks: correctness, busbw, straggler, pairwise"))
-    spec: dict[str, Any] = dataclasses.field(default_factory=dict)
+    spec: BenchSettings | None = None
     avg_busbw: Measured | None = None
     plateau_busbw: Measured | None = None
     out_of_bounds: int | None = None
@@ -303,9 +433,16 @@ class NcclBenchDoc(Header):
                          for f in d["findings"]]
         if d.get("straggler") is not None:
             d["straggler"] = Straggler(**d["straggler"])
+        if d.get("spec") is not None:
+            d["spec"] = BenchSettings(**d["spec"])
         if d.get("pairwise") is not None:
             pw = d["pairwise"]
-            d["pairwise"] = Pairwise(**{**pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()]})
+            d["pairwise"] = Pairwise(**{
+                **pw, "links": [PairLink(**lk) for lk in pw.get("links") or ()],
+                "nodes": [PairNode(**n) for n in pw.get("nodes") or ()],
+                "slow_nodes": [SlowNode(**{**n, "links": [PeerLink(**lk) for lk in n.get("links") or ()]})
+                               for n in pw.get("slow_nodes") or ()],
+                "slow_links": [SlowLink(**lk) for lk in pw.get("slow_links") or ()]})
         if d.get("stopped") is not None:
             d["stopped"] = BenchStop(**d["stopped"])
         return cls(**d)
@@ -372,20 +509,90 @@ class StepRow:
 
 
 @dataclasses.dataclass
+class LogMetrics:
+    """The training curve's summary. Besides the fields here it carries a first/last pair for each
+    progress column the log prints (``lr_first``, ``tflops_per_gpu_max``, ...): the named fields
+    are the ones reports show, the rest are read as an open set (``OPEN_KEYS``)."""
+
+    OPEN_KEYS = True
+    num_records: int | None = None
+    num_steps_with_loss: int | None = None
+    num_lines_with_loss: int | None = None
+    has_step_number: bool | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    first_epoch: Measured | None = None
+    last_epoch: Measured | None = None
+    first_loss: Measured | None = None
+    last_loss: Measured | None = None
+    loss_last: Measured | None = dataclasses.field(default=None, metadata=_doc("the same as last_loss"))
+    loss_min: Measured | None = None
+    loss_max: Measured | None = None
+    lr_last: Measured | None = None
+    grad_norm_last: Measured | None = None
+    iter_time_ms_typical: Measured | None = dataclasses.field(
+        default=None, metadata=_doc("median step time after the first, ms"))
+
+
+@dataclasses.dataclass
+class ReadProblem:
+    """A part of the input that could not be read (a binary file, a damaged archive)."""
+
+    file: str | None = None
+    message: str = ""
+    kind: str | None = None
+    line: int | None = None
+
+
+@dataclasses.dataclass
+class ReadStats:
+    bytes: int | None = None
+    lines: int | None = None
+    candidate_lines: int | None = None
+    problems: list[ReadProblem] = dataclasses.field(default_factory=list)
+    elapsed_s: float | None = None
+
+
+@dataclasses.dataclass
+class InputWarning:
+    """Why a run without a failure is not a PASS."""
+
+    kind: str
+    message: str
+    count: int | None = None
+    file: str | None = None
+    line: int | None = None
+    text: str | None = None
+
+
+@dataclasses.dataclass
+class RootCause:
+    """A finding ranked as a candidate root cause (its summary is the finding's message)."""
+
+    kind: str
+    summary: str
+    rank: int | None = None
+    line: int | None = None
+    file: str | None = None
+    cause: str | None = None
+    runbook: str | None = None
+
+
+@dataclasses.dataclass
 class LogAnalysisDoc(Header):
     """``llmdiag analyze-log``: findings with the log lines they come from, and the progress."""
 
     findings: list[LogFinding]
     files: list[str] = dataclasses.field(default_factory=list)
-    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
-    root_causes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    metrics: LogMetrics = dataclasses.field(default_factory=LogMetrics)
+    root_causes: list[RootCause] = dataclasses.field(default_factory=list)
     first_failing_rank: int | None = None
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     steps: list[StepRow] = dataclasses.field(default_factory=list)
     steps_total: int | None = None
-    warnings: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc(
+    warnings: list[InputWarning] = dataclasses.field(default_factory=list, metadata=_doc(
         "why a run without a failure is not a PASS: an empty input, progress records no reader could place"))
-    read: dict[str, Any] = dataclasses.field(default_factory=dict)
+    read: ReadStats = dataclasses.field(default_factory=ReadStats)
     node: str | None = dataclasses.field(default=None, metadata=_doc(
         "the host that followed the log (analyze-log --follow); absent when logs were read after the fact"))
     started_at: float | None = dataclasses.field(default=None, metadata=_doc(
@@ -455,6 +662,36 @@ class MemoryPlacement:
 
 
 @dataclasses.dataclass
+class PeakMemory:
+    """The phase that peaks on the worst stage, and the three sizes the estimate separates."""
+
+    phase: str | None = None
+    allocated: int | None = dataclasses.field(default=None, metadata=_doc("bytes the tensors hold"))
+    reserved: int | None = dataclasses.field(default=None, metadata=_doc("bytes the caching allocator holds"))
+    device: int | None = dataclasses.field(default=None, metadata=_doc("bytes on the device, context and NCCL included"))
+    forward_backward_allocated: int | None = None
+    optimizer_step_allocated: int | None = None
+
+
+@dataclasses.dataclass
+class StageMemory:
+    """One pipeline stage's peak."""
+
+    stage: int
+    layers: int | None = None
+    params_per_gpu: int | None = None
+    phase: str | None = None
+    allocated: int | None = None
+    reserved: int | None = None
+    device: int | None = None
+    outside_allocator: int | None = None
+    host: int | None = dataclasses.field(default=None, metadata=_doc("host RAM bytes per GPU"))
+    phases: dict[str, int] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "allocated bytes at the peak of each phase: forward_backward, optimizer_step"))
+    first_step_allocated: int | None = None
+
+
+@dataclasses.dataclass
 class MemoryEstimateDoc(Header):
     """``llmdiag estimate-memory``: per-GPU memory of a plan by component, against the GPU."""
 
@@ -473,9 +710,9 @@ class MemoryEstimateDoc(Header):
     headroom: int | None = dataclasses.field(default=None, metadata=_doc("bytes left (negative: short by)"))
     plan_checks: list[PlanIssue] = dataclasses.field(default_factory=list)
     suggestions: list[Suggestion] = dataclasses.field(default_factory=list)
-    peak: dict[str, Any] | None = dataclasses.field(
+    peak: PeakMemory | None = dataclasses.field(
         default=None, metadata=_doc("the phase that peaks on the worst stage; allocated, reserved and device bytes"))
-    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list, metadata=_doc("one entry per pipeline stage"))
+    stages: list[StageMemory] = dataclasses.field(default_factory=list, metadata=_doc("one entry per pipeline stage"))
     memory: MemoryPlacement | None = dataclasses.field(default=None, metadata=_doc(
         "where the worst stage's bytes live: caching allocator, device outside it, host RAM"))
     warnings: list[str] = dataclasses.field(default_factory=list,
@@ -517,12 +754,51 @@ class Series:
 
 
 @dataclasses.dataclass
+class MonitorSeries:
+    """The plotted series by group: each maps a label (gpu0, cpu %, ...) to its series."""
+
+    gpu_util: dict[str, Series] = dataclasses.field(default_factory=dict)
+    gpu_mem: dict[str, Series] = dataclasses.field(default_factory=dict)
+    gpu_temp: dict[str, Series] = dataclasses.field(default_factory=dict)
+    gpu_power: dict[str, Series] = dataclasses.field(default_factory=dict)
+    host: dict[str, Series] = dataclasses.field(default_factory=dict)
+
+    def groups(self) -> dict[str, dict[str, Series]]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass
 class Sample:
     time: float | None = None
     elapsed_s: float | None = None
     host: dict[str, Any] = dataclasses.field(default_factory=dict)
     gpus: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     gpu_error: str | None = dataclasses.field(default=None, metadata=_doc("why the GPUs could not be read"))
+
+
+@dataclasses.dataclass
+class Stat:
+    """One reading's statistics over the run."""
+
+    mean: Measured | None = None
+    max: Measured | None = None
+    min: Measured | None = None
+
+
+@dataclasses.dataclass
+class Overhead:
+    """What sampling cost the node."""
+
+    round_ms_mean: float | None = None
+    round_ms_max: float | None = None
+    cpu_ms_per_sample: float | None = None
+    cpu_pct_of_one_core: float | None = None
+
+
+@dataclasses.dataclass
+class TimelineFile:
+    path: str | None = None
+    rows: int | None = None
 
 
 @dataclasses.dataclass
@@ -546,12 +822,26 @@ class MonitorDoc(Header):
     active_alerts: list[Alert] = dataclasses.field(default_factory=list)
     latest: Sample | None = None
     stop_reason: str | None = None
-    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
-    series: dict[str, dict[str, Series]] = dataclasses.field(
-        default_factory=dict, metadata=_doc("group (gpu_util, gpu_mem, gpu_temp, gpu_power, host) -> label -> series"))
-    overhead: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stats: dict[str, dict[str, Stat]] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "device (host, gpu0, ...) -> reading -> mean, max, min"))
+    series: MonitorSeries = dataclasses.field(default_factory=MonitorSeries)
+    overhead: Overhead = dataclasses.field(default_factory=Overhead)
     on_alert: dict[str, int] | None = dataclasses.field(default=None, metadata=_doc("--on-alert: sent, failed, dropped"))
-    timeline: dict[str, Any] | None = dataclasses.field(default=None, metadata=_doc("--timeline: path, rows"))
+    timeline: TimelineFile | None = dataclasses.field(default=None, metadata=_doc("--timeline: path, rows"))
+
+
+# ---------------------------------------------------------------- anything else
+
+
+@dataclasses.dataclass
+class GenericDoc(Header):
+    """A document of no kind typed here: the header where it has one, and the whole document as
+    it came in ``content`` (its keys are its own: generic renderers show them as they are)."""
+
+    created_at: float | None = None
+    summary: str | None = None
+    run: str | None = None
+    content: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- the table of kinds
@@ -563,7 +853,7 @@ KINDS: dict[str, type] = {
     "log-analysis": LogAnalysisDoc,
     "memory-estimate": MemoryEstimateDoc,
     "monitor": MonitorDoc,
-    "generic": Header,
+    "generic": GenericDoc,
 }
 
 
@@ -599,7 +889,7 @@ def problems(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _read(doc: Mapping[str, Any], found: list[str]) -> Any:
-    cls = KINDS.get(str(doc.get("kind")), Header)
+    cls = KINDS.get(str(doc.get("kind")), GenericDoc)
     ours, theirs = version({"schema_version": SCHEMA_VERSION}), version(doc)
     if theirs is None:
         found.append(f"schema_version {doc.get('schema_version')!r} is not MAJOR.MINOR")
@@ -608,9 +898,12 @@ def _read(doc: Mapping[str, Any], found: list[str]) -> Any:
     newer = theirs is not None and theirs > ours
     local: list[str] = []
     # generic documents carry keys of their own; a newer minor adds keys this reader ignores
+    generic = cls is GenericDoc
     typed = dataschema.read(cls, {**doc, "schema_version": str(doc.get("schema_version"))}, local,
-                            open_keys=cls is Header)
+                            open_keys=generic)
     found.extend(p for p in local if not (newer and p.endswith(": unknown key")))
+    if generic:
+        typed.content = dict(doc)
     return typed
 
 
@@ -626,6 +919,12 @@ def read(doc: Mapping[str, Any], *, strict: bool | None = None) -> Any:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise DocumentError(f"{doc.get('kind')} document: {found[0]}{more}")
     return typed
+
+
+def read_part(cls: type, data: Mapping[str, Any]) -> Any:
+    """``data`` read as ``cls``, one part of a document (a progress record's world or row before
+    the document exists): what is known is read, the rest ignored."""
+    return dataschema.read(cls, data)
 
 
 def schema(kind: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from llmdiag import documents
 from llmdiag.errors import UsageError
 from llmdiag.outputs import check_output_path
 from llmdiag.redact import redact_doc
@@ -28,7 +29,8 @@ class RenderOptions:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-Renderer = Callable[[Mapping[str, Any], RenderOptions], str]
+#: a renderer takes the typed document (:func:`llmdiag.documents.read`), JSON the plain dict
+Renderer = Callable[[Any, RenderOptions], str]
 
 
 #: Every renderer: (document kind, format) -> "module:function". The one place to look; a kind
@@ -120,6 +122,9 @@ def json_renderer(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) -> str:
+    """``doc`` in ``fmt``. JSON writes the dict as it is; every other format gets the document
+    read once through its type (:func:`llmdiag.documents.read`: strict in tests, for users what
+    can be read), so no renderer reads a dict key."""
     opts = opts or RenderOptions()
     kind = str(doc.get("kind", "generic"))
     if kind not in KINDS:
@@ -127,7 +132,9 @@ def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) 
     fn = find_renderer(kind, fmt)
     if fn is None:
         raise UsageError(f"--format {fmt} is not available for {doc.get('command', 'this command')}")
-    return fn(doc, opts)
+    if fn is json_renderer:
+        return fn(doc, opts)
+    return fn(documents.read(doc), opts)
 
 
 def emit(

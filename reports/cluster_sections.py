@@ -7,8 +7,9 @@ one ``llmdiag.cluster.merge`` writes (docs/cluster.md) are ignored here, not gue
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from llmdiag import documents as D
 
 MAX_ROWS = 50
 
@@ -18,18 +19,18 @@ def _nodes(nodes: list) -> str:
     return ", ".join(nodes) if len(nodes) <= 6 else ", ".join(nodes[:5]) + f" and {len(nodes) - 5} more"
 
 
-def consistency_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def consistency_rows(doc: D.ClusterDoc) -> list[tuple[str, str, str]]:
     """(fact, "nodes: value", "majority value (N nodes)") per outlier group."""
-    sec = (doc.get("sections") or {}).get("consistency")
+    sec = doc.sections.consistency
     rows = []
     if not isinstance(sec, list):
         return rows
     for d in sec:
-        if not isinstance(d, Mapping) or not isinstance(d.get("outliers"), list):
+        if not isinstance(d, D.ConsistencyDiff) or not isinstance(d.outliers, list):
             continue
-        for o in d["outliers"]:
-            rows.append((str(d.get("label", d.get("key"))), f"{_nodes(o.get('nodes') or [])}: {_show(o.get('value'))}",
-                         f"{_show(d.get('majority'))} ({d.get('majority_count')} nodes)"))
+        for o in d.outliers:
+            rows.append((str(d.key if d.label is None else d.label), f"{_nodes(o.nodes or [])}: {_show(o.value)}",
+                         f"{_show(d.majority)} ({d.majority_count} nodes)"))
     return rows
 
 
@@ -37,24 +38,25 @@ def _show(v: Any) -> str:
     return "(none)" if v is None else str(v)
 
 
-def port_rows(doc: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, str]], int]:
+def port_rows(doc: D.ClusterDoc) -> tuple[str, list[tuple[str, str, str]], int]:
     """(headline, [(src → dst:port, meaning, detail)], rows left out) for connections not open."""
-    sec = (doc.get("sections") or {}).get("port_matrix")
-    if not isinstance(sec, Mapping) or "problems" not in sec:
+    sec = doc.sections.port_matrix
+    if not isinstance(sec, D.PortMatrix) or sec.problems is None:
         return "", [], 0
-    probs = [p for p in sec.get("problems") or () if isinstance(p, Mapping)]
-    ports = sec.get("ports") or []
+    probs = [p for p in sec.problems if isinstance(p, D.PortProblem)]
+    ports = sec.ports or []
     port_text = f"{ports[0]}-{ports[-1]}" if len(ports) > 1 else (str(ports[0]) if ports else "-")
-    head = (f"{sec.get('failed', len(probs))} of {sec.get('tested', '?')} connections not open "
-            f"({sec.get('mode', '?')}, ports {port_text})")
-    rows = [(f"{p.get('src')} → {p.get('dst')}:{p.get('port')}", str(p.get("meaning", p.get("outcome"))),
-             str(p.get("detail") or "")) for p in probs[:MAX_ROWS]]
-    return head, rows, max(0, len(probs) - MAX_ROWS) + int(sec.get("truncated") or 0)
+    failed = len(probs) if sec.failed is None else sec.failed
+    head = (f"{failed} of {'?' if sec.tested is None else sec.tested} connections not open "
+            f"({'?' if sec.mode is None else sec.mode}, ports {port_text})")
+    rows = [(f"{p.src} → {p.dst}:{p.port}", str(p.outcome if p.meaning is None else p.meaning),
+             str(p.detail or "")) for p in probs[:MAX_ROWS]]
+    return head, rows, max(0, len(probs) - MAX_ROWS) + int(sec.truncated or 0)
 
 
-def missing_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    sec = (doc.get("sections") or {}).get("missing_nodes")
+def missing_rows(doc: D.ClusterDoc) -> list[tuple[str, str, str]]:
+    sec = doc.sections.missing_nodes
     if not isinstance(sec, list):
         return []
-    return [(str(m.get("name")), str(m.get("state")), str(m.get("detail") or "")) for m in sec
-            if isinstance(m, Mapping) and "state" in m]
+    return [(str(m.name), str(m.state), str(m.detail or "")) for m in sec
+            if isinstance(m, D.MissingNode) and m.state is not None]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from llmdiag.documents import GenericDoc
 from llmdiag.reports.base import RenderOptions
 
 
@@ -31,9 +32,9 @@ def _walk(doc: Any, indent: int = 0) -> list[str]:
     return lines
 
 
-def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    return "\n".join(_walk(doc)) + "\n"
+def terminal(d: GenericDoc, opts: RenderOptions) -> str:
+    return "\n".join(_walk(d.content)) + "\n"
 
 
-def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    return f"# llmdiag {doc.get('command', '')}\n\n```\n" + "\n".join(_walk(doc)) + "\n```\n"
+def markdown(d: GenericDoc, opts: RenderOptions) -> str:
+    return f"# llmdiag {d.command or ''}\n\n```\n" + "\n".join(_walk(d.content)) + "\n```\n"

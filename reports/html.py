@@ -11,7 +11,7 @@ string is escaped, Markdown goes through markdown-it with raw HTML off.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from llmdiag import documents as D
@@ -157,7 +157,7 @@ def _matrix(doc: D.ClusterDoc) -> str:
             "are under Needs attention.</p>")
 
 
-def _cluster_sections(doc: Mapping[str, Any]) -> str:
+def _cluster_sections(doc: D.ClusterDoc) -> str:
     out = []
     rows = cs.consistency_rows(doc)
     if rows:
@@ -176,8 +176,7 @@ def _cluster_sections(doc: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.ClusterDoc = D.read(doc)
+def cluster(d: D.ClusterDoc, opts: RenderOptions) -> str:
     nodes = d.node_names()
     failing = [n for n in nodes if n in d.missing_nodes or any(r.status == Status.FAIL and r.node == n for r in d.results)]
     c = d.counts or {}
@@ -192,8 +191,8 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
             _checks_section(d.results, lambda r: r.node if multi or (r.scope == "cluster") else "")]
     if multi:
         body.append("<h2>Nodes × checks</h2>" + _matrix(d))
-    body.append(_cluster_sections(doc))
-    for k, v in d.sections.items():
+    body.append(_cluster_sections(d))
+    for k, v in D.to_dict(d.sections).items():
         if k not in ("consistency", "port_matrix", "missing_nodes") and v:
             body.append(json_block(v, f"section {k}"))
     node_rows = [[e(n.node), e(fmt(n.node_rank)), badge(D.status_of(n.status)),
@@ -202,7 +201,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     if node_rows:
         body.append(f"<details><summary>{len(node_rows)} node(s): facts</summary>"
                     + table(["node", "rank", "status", "facts"], node_rows) + "</details>")
-    return page(f"llmdiag {d.command or 'preflight'} report", "".join(body), doc)
+    return page(f"llmdiag {d.command or 'preflight'} report", "".join(body), d)
 
 
 # ---------------------------------------------------------------- nccl-bench
@@ -266,8 +265,7 @@ def _bench_body(d: D.NcclBenchDoc) -> str:
     return "".join(out)
 
 
-def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.NcclBenchDoc = D.read(doc)
+def nccl_bench(d: D.NcclBenchDoc, opts: RenderOptions) -> str:
     w = d.world
     head = f"nccl-bench on {w.world_size} rank(s)" if w else "nccl-bench"
     lines = []
@@ -283,12 +281,12 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     body = [banner(D.status_of(d.status), head, lines), "<h2>Checks</h2>",
             _checks_section(d.findings, lambda c: c.node or ""), "<h2>Bandwidth</h2>", _bench_body(d)]
     if d.spec:
-        body.append(json_block(d.spec, "benchmark settings"))
-    return page("llmdiag nccl-bench report", "".join(body), doc)
+        body.append(json_block(D.to_dict(d.spec), "benchmark settings"))
+    return page("llmdiag nccl-bench report", "".join(body), d)
 
 
-def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    st = D.status_of(doc.get("status"))
-    body = banner(st, str(doc.get("command", "report")), [e(when_text(doc.get("created_at")))]) + json_block(doc, "document")
-    return page(f"llmdiag {doc.get('command', '')} report", body, doc)
+def generic(d: D.GenericDoc, opts: RenderOptions) -> str:
+    st = D.status_of(d.status)
+    body = banner(st, str(d.command or "report"), [e(when_text(d.created_at))]) + json_block(d.content, "document")
+    return page(f"llmdiag {d.command or ''} report", body, d)
 

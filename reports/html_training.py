@@ -6,7 +6,6 @@ escaped); the shared pieces come from there.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
@@ -79,14 +78,14 @@ def _spread(rows: list[D.StepRow], key: str) -> float:
     return max(vals) / min(vals) if vals else 1.0
 
 
-def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.LogAnalysisDoc = D.read(doc)
+def log_analysis(d: D.LogAnalysisDoc, opts: RenderOptions) -> str:
     m = d.metrics
     headline = f"{len(d.findings)} finding(s)"
-    if m.get("first_step") is not None:
-        headline += f" in steps {fmt(m.get('first_step'))}..{fmt(m.get('last_step'))}"
+    if m.first_step is not None:
+        headline += f" in steps {fmt(m.first_step)}..{fmt(m.last_step)}"
     lines = [e(", ".join(d.files[:4]) + (f" and {len(d.files) - 4} more" if len(d.files) > 4 else ""))]
-    key = [f"{k.replace('_', ' ')} {fmt(m[k])}" for k in ("loss_min", "last_loss", "lr_last") if m.get(k) is not None]
+    shown = (("loss_min", m.loss_min), ("last_loss", m.last_loss), ("lr_last", m.lr_last))
+    key = [f"{k.replace('_', ' ')} {fmt(v)}" for k, v in shown if v is not None]
     if key:
         lines.append(e(" · ".join(key)))
     body = [banner(D.status_of(d.status), headline, lines), "<h2>Findings</h2>", _findings(d.findings)]
@@ -120,7 +119,7 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         body.append("<h2>Training progress</h2><div class='charts'>" + "".join(charts) + "</div>"
                     "<p class='muted'>Faint: raw values; bold: smoothed. Dashed red lines: steps with findings; "
                     "red ×: NaN/Inf values.</p>")
-    return page("llmdiag analyze-log report", "".join(body), doc)
+    return page("llmdiag analyze-log report", "".join(body), d)
 
 
 # ---------------------------------------------------------------- estimate-memory
@@ -133,16 +132,16 @@ _PLAN_WORDS = (("tp", "tp"), ("pp", "pp"), ("dp_size", "dp"), ("cp", "cp"), ("ep
 
 def plan_line(d: D.MemoryEstimateDoc) -> str:
     p = d.plan
-    bits = [str((d.model or {}).get("name") or "model")]
+    bits = [str((d.model.get("name") if d.model else None) or "model")]
     for k, word in _PLAN_WORDS:
         v = p.get(k)
         if v is None or (k in ("cp", "ep") and v == 1):
             continue
         bits.append(f"{word} {v}".strip())
-    if p.get("sequence_parallel"):
+    if d.plan.get("sequence_parallel"):
         bits.append("sequence parallel")
-    if p.get("world_size"):
-        bits.append(f"{p['world_size']} GPUs")
+    if d.plan.get("world_size"):
+        bits.append(f"{d.plan.get('world_size')} GPUs")
     return " · ".join(bits)
 
 
@@ -165,14 +164,14 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
         or [[e(k), f'<span class="num">{gib(b)}</span>', ""] for k, b in d.parts.items()]
     rows.append(["<b>total</b>", f"<b>{gib(d.total)}</b>", ""])
     out.append(table(["component", "per GPU", "formula"], rows))
-    pk = d.peak or {}
-    if pk.get("allocated"):
-        out.append(f'<p>Peak in <b>{e(pk.get("phase", "?"))}</b>: {gib(pk["allocated"])} allocated, '
-                   f'{gib(pk.get("reserved"))} reserved by the caching allocator, {gib(pk.get("device"))} on the device</p>')
+    pk = d.peak
+    if pk is not None and pk.allocated:
+        out.append(f'<p>Peak in <b>{e(pk.phase or "?")}</b>: {gib(pk.allocated)} allocated, '
+                   f'{gib(pk.reserved)} reserved by the caching allocator, {gib(pk.device)} on the device</p>')
     if d.memory:
         from llmdiag.reports.memory_estimate import placement
 
-        out.append(f"<p>{e(placement({'memory': dataclasses.asdict(d.memory)}))}</p>")
+        out.append(f"<p>{e(placement(d))}</p>")
     if d.warnings:
         out.append("<h3>Warnings</h3>" + "".join(f'<div class="finding warn">{badge(Status.WARN)} {e(w)}</div>'
                                                   for w in d.warnings))
@@ -193,8 +192,7 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
     return "".join(out)
 
 
-def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MemoryEstimateDoc = D.read(doc)
+def memory_estimate(d: D.MemoryEstimateDoc, opts: RenderOptions) -> str:
     head = f"{d.verdict}: {gib(d.total)} per GPU of {gib(d.gpu_memory)}"
     lines = []
     if d.headroom is not None:
@@ -204,7 +202,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     st = D.status_of(d.status)
     body = banner(st, head, lines) + _memory_body(d) + runbook_html(
         "cuda-oom" if d.verdict in (Verdict.TIGHT, Verdict.OUT_OF_MEMORY) else None)
-    return page("llmdiag estimate-memory report", body, doc)
+    return page("llmdiag estimate-memory report", body, d)
 
 
 # ---------------------------------------------------------------- monitor
@@ -223,8 +221,7 @@ def _clock(start: float | None, span: float):
     return label
 
 
-def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MonitorDoc = D.read(doc)
+def monitor(d: D.MonitorDoc, opts: RenderOptions) -> str:
     head = f"{d.samples} sample(s) on {d.node}, {len(d.alerts)} alert(s)"
     lines = [e(d.gpu_note or f"{d.gpu_count} GPU(s)")]
     if d.started_at:
@@ -242,12 +239,12 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
                         f"</ul>{runbook_html(al[0].runbook)}</div>")
     start = d.started_at
     rel = (lambda t: t - start) if start else (lambda t: t)
-    span = max((s.t[-1] for g in d.series.values() for s in g.values() if s.t), default=0.0)
-    gpus = list(dict.fromkeys(k for g, _ in _GPU_SERIES for k in d.series.get(g, {})))
+    span = max((s.t[-1] for g in d.series.groups().values() for s in g.values() if s.t), default=0.0)
+    gpus = list(dict.fromkeys(k for g, _ in _GPU_SERIES for k in d.series.groups().get(g, {})))
     panels = []
     for gpu in gpus:
         lns = [plots.Line(label, s.t, [D.number(v) for v in s.v]) for g, label in _GPU_SERIES
-               if (s := d.series.get(g, {}).get(gpu)) is not None]
+               if (s := d.series.groups().get(g, {}).get(gpu)) is not None]
         marks = [plots.Mark(a.rule, x=rel(a.time), color="#c62828" if a.severity == AlertSeverity.CRITICAL else "#b26a00")
                  for a in d.alerts if a.device == gpu and a.time is not None]
         panels.append(plots.chart(lns, title=gpu, xlabel="time (UTC)", marks=marks, xfmt=_clock(start, span), width=340,
@@ -256,7 +253,7 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         body.append("<h2>GPUs</h2><div class='charts small'>" + "".join(panels) + "</div>"
                     "<p class='muted'>Utilisation, memory in use and power draw in % (power of the enforced limit), "
                     "temperature in °C. Dashed lines: alerts on that GPU (red: critical).</p>")
-    host = d.series.get("host") or {}
+    host = d.series.host
     if host:
         body.append("<h2>Host</h2>" + plots.chart([plots.Line(k, s.t, [D.number(v) for v in s.v]) for k, s in host.items()],
                                                    title="host CPU and memory (%)", xlabel="time (UTC)", xfmt=_clock(start, span),
@@ -268,4 +265,4 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
                 ("xid_count", "Xid"), ("throttle_reasons", "throttle")]
         body.append("<h2>Latest sample</h2>" + table([c[1] for c in cols],
                                                       [[e(fmt(g.get(k))) for k, _ in cols] for g in latest.gpus]))
-    return page("llmdiag monitor report", "".join(body), doc)
+    return page("llmdiag monitor report", "".join(body), d)

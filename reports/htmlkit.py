@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from llmdiag.documents import Header
 from llmdiag.vocab import Status
 
 CSS = """
@@ -140,8 +141,8 @@ def banner(status: str, headline: str, lines: Iterable[str] = ()) -> str:
     return f'<div class="banner {s}"><div class="big">{STATUS_LABEL[s]} — {e(headline)}</div>{extra}</div>'
 
 
-def page(title: str, body: str, doc: Mapping[str, Any]) -> str:
-    meta = f"schema {doc.get('schema_version', '?')} · kind {doc.get('kind', '?')}"
+def page(title: str, body: str, d: Header) -> str:
+    meta = f"schema {d.schema_version or '?'} · kind {d.kind or '?'}"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         # CSP: the page may use only itself and data: images; a stray reference cannot load.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
 from typing import Any
 
 from llmdiag import documents as D
@@ -91,8 +90,7 @@ def _check_details(c: D.Finding) -> str:
     from llmdiag.reports.cluster import evidence_line
 
     lines = [c.summary]
-    lines += ["  " + evidence_line(dict(name=ev.name, observed=ev.observed, expected=ev.expected, unit=ev.unit))
-              for ev in c.evidence]
+    lines += ["  " + evidence_line(ev) for ev in c.evidence]
     if c.remediation:
         lines.append(f"fix: {c.remediation}")
     if c.runbook:
@@ -105,8 +103,7 @@ def _check_case(js: Suites, suite: str, classname: str, name: str, c: D.Finding)
             c.runbook or c.status, getattr(c, "duration_s", None))
 
 
-def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.ClusterDoc = D.read(doc)
+def cluster(d: D.ClusterDoc, opts: RenderOptions) -> str:
     js = Suites(f"llmdiag {d.command or 'preflight'}", strict=d.strict)
     known = set(d.node_names())
     for r in d.results:
@@ -122,8 +119,7 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     return js.text()
 
 
-def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.NcclBenchDoc = D.read(doc)
+def nccl_bench(d: D.NcclBenchDoc, opts: RenderOptions) -> str:
     js = Suites("llmdiag nccl-bench", strict=False)
     suite = "nccl-bench"
     for c in d.findings:
@@ -147,8 +143,7 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     return js.text()
 
 
-def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.LogAnalysisDoc = D.read(doc)
+def log_analysis(d: D.LogAnalysisDoc, opts: RenderOptions) -> str:
     js = Suites("llmdiag analyze-log")
     groups: dict[tuple[str, Any], list[D.LogFinding]] = {}
     for f in d.findings:
@@ -171,8 +166,7 @@ def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     return js.text()
 
 
-def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MemoryEstimateDoc = D.read(doc)
+def memory_estimate(d: D.MemoryEstimateDoc, opts: RenderOptions) -> str:
     js = Suites("llmdiag estimate-memory")
     gib = 2**30
     detail = f"predicted {d.total / gib:.2f} GiB per GPU" if d.total is not None else "no total"
@@ -192,8 +186,7 @@ def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     return js.text()
 
 
-def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MonitorDoc = D.read(doc)
+def monitor(d: D.MonitorDoc, opts: RenderOptions) -> str:
     js = Suites("llmdiag monitor")
     node = d.node or "node"
     fired: dict[str, list[D.Alert]] = {}
@@ -212,8 +205,8 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     return js.text()
 
 
-def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    js = Suites(f"llmdiag {doc.get('command', '')}".strip())
-    js.case(str(doc.get("command", "llmdiag")), "llmdiag", "overall", str(doc.get("status")),
-            str(doc.get("summary") or doc.get("status")))
+def generic(d: D.GenericDoc, opts: RenderOptions) -> str:
+    js = Suites(f"llmdiag {d.command or ''}".strip())
+    js.case(str(d.command or "llmdiag"), "llmdiag", "overall", str(d.status),
+            str(d.summary or d.status))
     return js.text()

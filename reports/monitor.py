@@ -5,9 +5,9 @@ Tolerant of missing keys: a document from an older or partial run still renders.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from llmdiag.documents import Alert, MonitorDoc, Stat
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.console import captured, make_console, status_text
 
@@ -28,58 +28,59 @@ def _fmt(fmt: str, v: Any) -> str:
     return "-" if v is None else fmt.format(v)
 
 
-def _cell(stat: Mapping[str, Any] | None, fmt: str) -> str:
-    if not stat or stat.get("mean") is None:
+def _cell(stat: Stat | None, fmt: str) -> str:
+    if stat is None or stat.mean is None:
         return "-"
-    return f"{_fmt(fmt, stat.get('mean'))} / {_fmt(fmt, stat.get('max'))}"
+    return f"{_fmt(fmt, stat.mean)} / {_fmt(fmt, stat.max)}"
 
 
-def headline(doc: Mapping[str, Any]) -> str:
-    n = doc.get("alerts_total", len(doc.get("alerts") or ()))
+def headline(d: MonitorDoc) -> str:
+    n = d.alerts_total if d.alerts_total is not None else len(d.alerts)
     span = ""
-    if doc.get("finished_at") and doc.get("started_at"):
-        span = f" over {doc['finished_at'] - doc['started_at']:.1f} s"
-    return (f"{doc.get('node', '?')}: {doc.get('samples', 0)} sample(s) every {doc.get('interval_s', '?')} s{span}, "
-            f"{n} alert(s)")
+    if d.finished_at and d.started_at:
+        span = f" over {d.finished_at - d.started_at:.1f} s"
+    node = "?" if d.node is None else d.node
+    interval = "?" if d.interval_s is None else d.interval_s
+    return f"{node}: {d.samples or 0} sample(s) every {interval} s{span}, {n} alert(s)"
 
 
-def rows(doc: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+def rows(d: MonitorDoc) -> list[tuple[str, list[tuple[str, str]]]]:
     """(device, [(column, "mean / max")]) for the host and each GPU."""
     out = []
-    for dev, stats in (doc.get("stats") or {}).items():
+    for dev, stats in d.stats.items():
         cols = [(title, _cell(stats.get(key), fmt)) for key, title, fmt in _COLUMNS if key in stats]
         out.append((dev, cols))
     return out
 
 
-def _notes(doc: Mapping[str, Any]) -> list[str]:
-    notes = [str(doc.get("gpu_note") or "")]
-    if doc.get("stop_reason"):
-        notes.append(f"stopped: {doc['stop_reason']}")
-    oh = doc.get("overhead") or {}
-    if oh.get("round_ms_mean") is not None:
-        notes.append(f"sampling cost: {oh['round_ms_mean']:.1f} ms per round (max {oh.get('round_ms_max', 0):.1f} ms)"
-                     + (f", {oh['cpu_pct_of_one_core']:.2f}% of one CPU core" if oh.get("cpu_pct_of_one_core")
+def _notes(d: MonitorDoc) -> list[str]:
+    notes = [str(d.gpu_note or "")]
+    if d.stop_reason:
+        notes.append(f"stopped: {d.stop_reason}")
+    oh = d.overhead
+    if oh.round_ms_mean is not None:
+        notes.append(f"sampling cost: {oh.round_ms_mean:.1f} ms per round (max {oh.round_ms_max or 0:.1f} ms)"
+                     + (f", {oh.cpu_pct_of_one_core:.2f}% of one CPU core" if oh.cpu_pct_of_one_core
                         is not None else ""))
-    if isinstance(doc.get("timeline"), Mapping):
-        notes.append(f"timeline: {doc['timeline'].get('path')} ({doc['timeline'].get('rows')} rows)")
+    if d.timeline is not None:
+        notes.append(f"timeline: {d.timeline.path} ({d.timeline.rows} rows)")
     return [n for n in notes if n]
 
 
-def _alert_line(a: Mapping[str, Any]) -> str:
-    return (f"{str(a.get('severity', '')).upper()} {a.get('rule')} {a.get('device') or ''}: {a.get('message')}"
-            + (f" (llmdiag runbook {a['runbook']})" if a.get("runbook") else ""))
+def _alert_line(a: Alert) -> str:
+    return (f"{str(a.severity or '').upper()} {a.rule} {a.device or ''}: {a.message}"
+            + (f" (llmdiag runbook {a.runbook})" if a.runbook else ""))
 
 
-def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+def terminal(d: MonitorDoc, opts: RenderOptions) -> str:
     from rich.table import Table
     from rich.text import Text
 
     con = make_console(opts)
-    con.print(Text.assemble(status_text(str(doc.get("status", "skip"))), " ", Text(headline(doc))))
-    for n in _notes(doc):
+    con.print(Text.assemble(status_text(str(d.status or "skip")), " ", Text(headline(d))))
+    for n in _notes(d):
         con.print(Text(f"  {n}"))
-    table_rows = rows(doc)
+    table_rows = rows(d)
     if table_rows:
         t = Table(title="mean / max per device", show_lines=False)
         titles = list(dict.fromkeys(title for _, cols in table_rows for title, _ in cols))
@@ -90,21 +91,21 @@ def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
             by = dict(cols)
             t.add_row(Text(dev), *[Text(by.get(title, "")) for title in titles])
         con.print(t)
-    alerts = doc.get("alerts") or []
+    alerts = d.alerts
     if alerts:
         con.print(Text("Alerts:"))
         for a in alerts:
             con.print(Text(f"  {_alert_line(a)}"))
-    if len(alerts) < doc.get("alerts_total", 0):
-        con.print(Text(f"  ... and {doc['alerts_total'] - len(alerts)} more (see alerts_by_rule in -f json)"))
+    if len(alerts) < (d.alerts_total or 0):
+        con.print(Text(f"  ... and {d.alerts_total - len(alerts)} more (see alerts_by_rule in -f json)"))
     return captured(con)
 
 
-def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+def markdown(d: MonitorDoc, opts: RenderOptions) -> str:
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    out = [f"# llmdiag monitor: {str(doc.get('status', 'skip')).upper()}", "", esc(headline(doc)), ""]
-    out += [f"- {esc(n)}" for n in _notes(doc)]
-    table_rows = rows(doc)
+    out = [f"# llmdiag monitor: {str(d.status or 'skip').upper()}", "", esc(headline(d)), ""]
+    out += [f"- {esc(n)}" for n in _notes(d)]
+    table_rows = rows(d)
     if table_rows:
         titles = list(dict.fromkeys(title for _, cols in table_rows for title, _ in cols))
         out += ["", "Mean / max per device:", "", "| device | " + " | ".join(titles) + " |",
@@ -112,7 +113,7 @@ def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         for dev, cols in table_rows:
             by = dict(cols)
             out.append(f"| {esc(dev)} | " + " | ".join(by.get(t, "") for t in titles) + " |")
-    alerts = doc.get("alerts") or []
+    alerts = d.alerts
     if alerts:
         out += ["", "## Alerts", ""] + [f"- {esc(_alert_line(a))}" for a in alerts]
     return "\n".join(out) + "\n"

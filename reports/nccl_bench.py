@@ -8,9 +8,7 @@ document as they are; renderers compute nothing but layout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from llmdiag.documents import BenchRow, BenchSettings, BenchWorld, CollectiveSummary, Finding, NcclBenchDoc, Pairwise, Placement
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.console import STATUS_LABEL
 
@@ -26,11 +24,11 @@ def _time(us: float) -> str:
     return f"{us:.0f}"
 
 
-def _cell(c: Mapping[str, Any] | None) -> str:
-    if not c:
+def _cell(c: Placement | None) -> str:
+    if c is None:
         return _CELL.format("N/A", "N/A", "N/A", "N/A")
-    wrong = "N/A" if c.get("wrong") is None else str(c["wrong"])
-    return _CELL.format(_time(c["time_us"]), f"{c['algbw']:.2f}", f"{c['busbw']:.2f}", wrong)
+    wrong = "N/A" if c.wrong is None else str(c.wrong)
+    return _CELL.format(_time(c.time_us), f"{c.algbw:.2f}", f"{c.busbw:.2f}", wrong)
 
 
 def _hash(line: str) -> str:
@@ -64,154 +62,156 @@ def table_head(name: str) -> list[str]:
     return [ln.rstrip() for ln in lines]
 
 
-def row_line(r: Mapping[str, Any]) -> str:
+def row_line(r: BenchRow) -> str:
     """One measured row, as nccl-tests prints it."""
-    return (_LEFT.format(r["size"], r["count"], r["type"], r["redop"], r["root"])
-            + _cell(r.get("out_of_place")) + _cell(r.get("in_place"))).rstrip()
+    return (_LEFT.format(r.size, r.count, r.type, r.redop, r.root)
+            + _cell(r.out_of_place) + _cell(r.in_place)).rstrip()
 
 
-def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[str]:
+def table_lines(doc: NcclBenchDoc, collective: CollectiveSummary) -> list[str]:
     """One collective's nccl-tests-style table with its footer."""
-    name = collective["collective"]
-    lines = table_head(name) + [row_line(r) for r in doc["results"] if r["collective"] == name]
-    wrong = collective["wrong"]
+    name = collective.collective
+    lines = table_head(name) + [row_line(r) for r in doc.results if r.collective == name]
+    wrong = collective.wrong
     lines += [
         f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
-        f"# Avg bus bandwidth    : {_fmt(collective['avg_busbw'])} ",
-        f"# Plateau bus bandwidth: {_fmt(collective['plateau_busbw'])} GB/s "
-        f"(sizes {_sizes(collective['plateau_sizes'])})",
+        f"# Avg bus bandwidth    : {_fmt(collective.avg_busbw)} ",
+        f"# Plateau bus bandwidth: {_fmt(collective.plateau_busbw)} GB/s "
+        f"(sizes {_sizes(collective.plateau_sizes)})",
         "#",
     ]
     return [ln.rstrip() if not ln.startswith("# Avg") else ln for ln in lines]
 
 
-def world_lines(w: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+def _known(v: object) -> object:
+    """A world value, or "?": a run stopped before the ranks met knows only what it asked for."""
+    return "?" if v is None else v
+
+
+def world_lines(w: BenchWorld, s: BenchSettings) -> list[str]:
     """The run's header: ranks, nodes, backend, device, sizes and iterations, rank placement."""
-    sizes = s.get("sizes") or [0]
-    # a run stopped before the ranks met knows only what it asked for
-    w = {**w, **{k: "?" for k in ("world_size", "nodes", "backend", "device", "torch_version") if w.get(k) is None}}
+    sizes = s.sizes or [0]
     lines = [
-        f"# llmdiag nccl-bench: {w.get('world_size')} rank(s) on {w.get('nodes')} node(s), backend {w.get('backend')}, "
-        f"device {w.get('device')}, torch {w.get('torch_version')}"
-        + (f", NCCL {w['nccl_version']}" if w.get("nccl_version") else ""),
-        f"#  minBytes {min(sizes)} maxBytes {max(sizes)} sizes {len(sizes)} warmup iters: {s['warmup_iters']} "
-        f"iters: {s['iters']} validation: {int(bool(s['check']))}",
+        f"# llmdiag nccl-bench: {_known(w.world_size)} rank(s) on {_known(w.nodes)} node(s), "
+        f"backend {_known(w.backend)}, device {_known(w.device)}, torch {_known(w.torch_version)}"
+        + (f", NCCL {w.nccl_version}" if w.nccl_version else ""),
+        f"#  minBytes {min(sizes)} maxBytes {max(sizes)} sizes {len(sizes)} warmup iters: {s.warmup_iters} "
+        f"iters: {s.iters} validation: {int(bool(s.check))}",
         "#",
     ]
-    for rank, host in enumerate(w.get("hosts") or []):
+    for rank, host in enumerate(w.hosts or []):
         lines.append(f"#  Rank {rank:2d} on {host}")
     lines.append("#")
     return lines
 
 
-def header_lines(doc: Mapping[str, Any]) -> list[str]:
-    lines = world_lines(doc["world"], doc["spec"])
-    stop = doc.get("stopped")
+def header_lines(doc: NcclBenchDoc) -> list[str]:
+    lines = world_lines(doc.world or BenchWorld(world_size=None), doc.spec or BenchSettings())
+    stop = doc.stopped
     if stop:
-        planned = f" of {stop['rows_planned']}" if stop.get("rows_planned") else ""
-        lines += [f"# PARTIAL RUN ({stop['reason']}): {stop['rows_measured']}{planned} rows measured"
-                  + (f"; still running: {stop['measuring']}" if stop.get("measuring") else ""), "#"]
+        planned = f" of {stop.rows_planned}" if stop.rows_planned else ""
+        lines += [f"# PARTIAL RUN ({stop.reason}): {stop.rows_measured}{planned} rows measured"
+                  + (f"; still running: {stop.measuring}" if stop.measuring else ""), "#"]
     return lines
 
 
 class LiveTable:
-    """Lines to print as a run reports its progress (:mod:`llmdiag.ncclbench.progress` records):
-    the header once the ranks have met, a table head per collective, then each row."""
+    """Lines to print as a run reports its progress (:mod:`llmdiag.ncclbench.progress` records,
+    read into their types by the command): the header once the ranks have met, a table head per
+    collective, then each row."""
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: BenchSettings) -> None:
         self.spec = spec
         self.collective: str | None = None
 
-    def lines(self, rec: Mapping[str, Any]) -> list[str]:
-        if "world" in rec:
-            return world_lines(rec["world"], self.spec)
-        if "row" in rec:
-            row = rec["row"]
-            head = [] if row["collective"] == self.collective else table_head(row["collective"])
-            self.collective = row["collective"]
-            return head + [row_line(row)]
-        return []
+    def world(self, world: BenchWorld) -> list[str]:
+        return world_lines(world, self.spec)
+
+    def row(self, row: BenchRow) -> list[str]:
+        head = [] if row.collective == self.collective else table_head(row.collective)
+        self.collective = row.collective
+        return head + [row_line(row)]
 
 
-def pairwise_lines(pw: Mapping[str, Any]) -> list[str]:
+def pairwise_lines(pw: Pairwise) -> list[str]:
     from llmdiag.ncclbench.sizes import format_size
 
     lines = [
-        f"# Pairwise send/recv: {format_size(pw['bytes'])}B each way, {pw['iters']} iterations per pair",
-        f"#  reference {pw['reference_gbps']:.4f} GB/s (median of each node's best link); "
-        f"slow below {pw['threshold_gbps']:.4f} GB/s",
+        f"# Pairwise send/recv: {format_size(pw.bytes)}B each way, {pw.iters} iterations per pair",
+        f"#  reference {pw.reference_gbps:.4f} GB/s (median of each node's best link); "
+        f"slow below {pw.threshold_gbps:.4f} GB/s",
     ]
-    slow = {(lk["a"], lk["b"]) for lk in pw["links"] if lk["gbps"] < pw["threshold_gbps"]}
-    for lk in pw["links"]:
-        mark = ("SLOW" if (lk["a"], lk["b"]) in slow else "ok") + (" (measured twice)" if lk.get("rechecked") else "")
-        lines.append(f"#  {lk['a']:>16} <-> {lk['b']:<16} {lk['phase']:<6} {lk['gbps']:10.4f} GB/s  {mark}")
-    for n in pw["slow_nodes"]:
-        lines.append(f"# Slow node: {n['node']} (median link {n['median_gbps']:.4f} GB/s)")
-    for lk in pw["slow_links"]:
-        lines.append(f"# Slow link: {lk['a']} <-> {lk['b']} ({lk['gbps']:.4f} GB/s)")
-    for note in pw.get("notes") or []:
+    slow = {(lk.a, lk.b) for lk in pw.links if lk.gbps < pw.threshold_gbps}
+    for lk in pw.links:
+        mark = ("SLOW" if (lk.a, lk.b) in slow else "ok") + (" (measured twice)" if lk.rechecked else "")
+        lines.append(f"#  {lk.a:>16} <-> {lk.b:<16} {lk.phase:<6} {lk.gbps:10.4f} GB/s  {mark}")
+    for n in pw.slow_nodes:
+        lines.append(f"# Slow node: {n.node} (median link {n.median_gbps:.4f} GB/s)")
+    for sl in pw.slow_links:
+        lines.append(f"# Slow link: {sl.a} <-> {sl.b} ({sl.gbps:.4f} GB/s)")
+    for note in pw.notes or []:
         lines.append(f"# Note: {note}")
     lines.append("#")
     return lines
 
 
-def summary_lines(doc: Mapping[str, Any]) -> list[str]:
+def summary_lines(doc: NcclBenchDoc) -> list[str]:
     lines = []
-    s = doc.get("straggler")
+    s = doc.straggler
     if s:
-        lines.append(f"# Slowest rank         : {s['rank']} ({s['host']}) {s['busbw']:.4f} GB/s, "
-                     f"{s['fraction']:.0%} of the median rank")
-    lines.append(f"# Expected plateau     : {doc['expected_busbw'] if doc.get('expected_busbw') is not None else 'not set'}"
-                 + (" GB/s" if doc.get("expected_busbw") is not None else ""))
+        lines.append(f"# Slowest rank         : {s.rank} ({s.host}) {s.busbw:.4f} GB/s, "
+                     f"{s.fraction:.0%} of the median rank")
+    lines.append(f"# Expected plateau     : {doc.expected_busbw if doc.expected_busbw is not None else 'not set'}"
+                 + (" GB/s" if doc.expected_busbw is not None else ""))
     return lines
 
 
-def _finding_text(f: Mapping[str, Any], head: str, sub: str) -> list[str]:
+def _finding_text(f: Finding, head: str, sub: str) -> list[str]:
     """A finding as lines: ``head`` and ``sub`` are format strings (terminal vs Markdown)."""
-    label = STATUS_LABEL.get(f["status"], f["status"])
-    lines = [head.format(status=label, check=f["check"], summary=f["summary"])]
-    if f["status"] != "pass":
-        if f.get("remediation"):
-            lines.append(sub.format(f"fix: {f['remediation']}"))
-        if f.get("runbook"):
-            lines.append(sub.format(f"runbook: `llmdiag runbook {f['runbook']}`" if sub.startswith("  -")
-                                    else f"runbook: llmdiag runbook {f['runbook']}"))
+    label = STATUS_LABEL.get(f.status, f.status)
+    lines = [head.format(status=label, check=f.check, summary=f.summary)]
+    if f.status != "pass":
+        if f.remediation:
+            lines.append(sub.format(f"fix: {f.remediation}"))
+        if f.runbook:
+            lines.append(sub.format(f"runbook: `llmdiag runbook {f.runbook}`" if sub.startswith("  -")
+                                    else f"runbook: llmdiag runbook {f.runbook}"))
     return lines
 
 
-def finding_lines(doc: Mapping[str, Any]) -> list[str]:
+def finding_lines(doc: NcclBenchDoc) -> list[str]:
     lines = []
-    for f in doc["findings"]:
+    for f in doc.findings:
         lines += _finding_text(f, "{status}  {check}: {summary}", "      {}")
-    lines.append(f"{STATUS_LABEL.get(doc['status'], doc['status'])}: nccl-bench, avg bus bandwidth "
-                 f"{_fmt(doc['avg_busbw'])} GB/s, plateau {_fmt(doc['plateau_busbw'])} GB/s, "
-                 f"{doc['out_of_bounds']} wrong element(s)")
+    lines.append(f"{STATUS_LABEL.get(doc.status, doc.status)}: nccl-bench, avg bus bandwidth "
+                 f"{_fmt(doc.avg_busbw)} GB/s, plateau {_fmt(doc.plateau_busbw)} GB/s, "
+                 f"{doc.out_of_bounds} wrong element(s)")
     return lines
 
 
-def text_lines(doc: Mapping[str, Any]) -> list[str]:
+def text_lines(doc: NcclBenchDoc) -> list[str]:
     lines = header_lines(doc)
-    for c in doc["collectives"]:
+    for c in doc.collectives:
         lines += table_lines(doc, c)
-    if doc.get("pairwise"):
-        lines += pairwise_lines(doc["pairwise"])
+    if doc.pairwise:
+        lines += pairwise_lines(doc.pairwise)
     lines += summary_lines(doc)
     return lines
 
 
-def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
+def terminal(doc: NcclBenchDoc, opts: RenderOptions) -> str:
     return "\n".join(text_lines(doc) + [""] + finding_lines(doc)) + "\n"
 
 
-def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    out = [f"# llmdiag nccl-bench: {STATUS_LABEL.get(doc['status'], doc['status'])}", ""]
+def markdown(doc: NcclBenchDoc, opts: RenderOptions) -> str:
+    out = [f"# llmdiag nccl-bench: {STATUS_LABEL.get(doc.status, doc.status)}", ""]
     out += ["| collective | avg busbw (GB/s) | plateau busbw (GB/s) | plateau sizes | #wrong |", "|---|---|---|---|---|"]
-    for c in doc["collectives"]:
-        out.append(f"| {c['collective']} | {_fmt(c['avg_busbw'])} | {_fmt(c['plateau_busbw'])} | "
-                   f"{_sizes(c['plateau_sizes'])} | {c['wrong']} |")
+    for c in doc.collectives:
+        out.append(f"| {c.collective} | {_fmt(c.avg_busbw)} | {_fmt(c.plateau_busbw)} | "
+                   f"{_sizes(c.plateau_sizes)} | {c.wrong} |")
     out += ["", "```", *text_lines(doc), "```", "", "## Findings", ""]
-    for f in doc["findings"]:
+    for f in doc.findings:
         out += _finding_text(f, "- **{status}** `{check}`: {summary}", "  - {}")
-    if not doc["findings"]:
+    if not doc.findings:
         out.append("- no checks configured (set `--expect-busbw` or `[nccl_bench] expected_busbw_gbps`)")
     return "\n".join(out) + "\n"

@@ -164,18 +164,27 @@ def _value(value: Any, nan_ok: bool) -> float | None:
     return D.number(value)
 
 
-def run_id(doc: Mapping[str, Any]) -> str:
-    """Which run: the document's own ``run`` when it has one, else 8 hex digits of what the run
-    examined and when it started (a monitor keeps one from its first sample to its report).
+#: the fields that say what a run examined (those of them a document's type has)
+_RUN_FIELDS = ("command", "files", "model", "plan", "spec", "world", "node")
+
+
+def run_id(d: Any) -> str:
+    """Which run: a generic document's own ``run`` when it has one, else 8 hex digits of what the
+    run examined and when it started (a monitor keeps one from its first sample to its report).
     Only ``llmdiag_run_info`` carries it: on every sample it would add series every run."""
-    if doc.get("run"):
-        return str(doc["run"])
-    when = "started_at" if doc.get("started_at") is not None else "created_at"  # a monitor's live samples share it
-    return _digest(doc, ("command", "files", "model", "plan", "spec", "world", "node", when))
+    if isinstance(d, D.GenericDoc) and d.run:
+        return str(d.run)
+    # a monitor's live samples share started_at
+    when = "started_at" if getattr(d, "started_at", None) is not None else "created_at"
+    return _digest(d, (*_RUN_FIELDS, when))
 
 
-def _digest(doc: Mapping[str, Any], keys: tuple[str, ...]) -> str:
-    ident = {k: doc.get(k) for k in keys if doc.get(k) is not None}
+def _digest(d: Any, fields: tuple[str, ...]) -> str:
+    """8 hex digits of the JSON form of ``fields`` of ``d`` (those it has and that are set: a field
+    the document did not write reads as None or an empty default)."""
+    values = {f: getattr(d, f, None) for f in fields}
+    ident = {f: D.to_dict(v) if dataclasses.is_dataclass(v) else v for f, v in values.items()
+             if v is not None and v != [] and v != {}}
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
@@ -197,9 +206,9 @@ def log_label(files: list[str]) -> str | None:
 class Exposition:
     """Samples grouped by family, written in first-seen order with HELP/TYPE once each."""
 
-    def __init__(self, doc: Mapping[str, Any], node: str | None = None,
+    def __init__(self, command: str, node: str | None = None,
                  fixed: Mapping[str, str | None] | None = None) -> None:
-        self.base = {"command": str(doc.get("command") or doc.get("kind") or "llmdiag")}
+        self.base = {"command": str(command)}
         self.node = node
         self.fixed = {k: v for k, v in (fixed or {}).items() if v is not None}  # on every metric that declares it
         self._families: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -211,7 +220,7 @@ class Exposition:
             return
         lab = dict(self.base)
         if "node" in m.labels and self.node is not None:
-            lab["node"] = self.node
+            lab.update(node=self.node)
         lab.update({k: v for k, v in self.fixed.items() if k in m.labels})
         lab.update({k: str(x) for k, x in (labels or {}).items() if x is not None})
         extra = set(lab) - set(m.labels)
@@ -236,19 +245,22 @@ class Exposition:
         return "\n".join(lines) + "\n" if lines else ""
 
 
-def _header(ex: Exposition, doc: Mapping[str, Any]) -> None:
-    ex.add("llmdiag_run_info", 1, {"run": run_id(doc)})
-    ex.add("llmdiag_report_status", D.STATUS_CODE.get(D.status_of(doc.get("status"))))
-    ex.add("llmdiag_report_timestamp_seconds", doc.get("created_at") or doc.get("finished_at"))
+def _command(d: Any) -> str:
+    return str(d.command or d.kind or "llmdiag")
+
+
+def _header(ex: Exposition, d: Any) -> None:
+    ex.add("llmdiag_run_info", 1, {"run": run_id(d)})
+    ex.add("llmdiag_report_status", D.STATUS_CODE.get(D.status_of(d.status)))
+    ex.add("llmdiag_report_timestamp_seconds", getattr(d, "created_at", None) or getattr(d, "finished_at", None))
 
 
 # ---------------------------------------------------------------- cluster
 
 
-def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.ClusterDoc = D.read(doc)
-    ex = Exposition(doc)
-    _header(ex, doc)
+def cluster(d: D.ClusterDoc, opts: RenderOptions) -> str:
+    ex = Exposition(_command(d))
+    _header(ex, d)
     for r in d.results:
         labels = {"node": r.node, "probe": r.probe, "check": r.check}
         ex.add("llmdiag_check_status", D.STATUS_CODE.get(D.status_of(r.status)), labels)
@@ -261,11 +273,11 @@ def cluster(doc: Mapping[str, Any], opts: RenderOptions) -> str:
         for s in D.STATUS_CODE:
             ex.add("llmdiag_node_checks", sum(1 for r in d.results if r.node == node and r.status == s),
                    {"node": node, "status": s})
-    ports = d.sections.get("port_matrix")
-    if isinstance(ports, Mapping) and "problems" in ports:
-        ex.add("llmdiag_port_connections_failed", ports.get("failed", len(ports.get("problems") or ())))
-    if isinstance(d.sections.get("consistency"), list):
-        ex.add("llmdiag_consistency_diffs", len(d.sections["consistency"]))
+    ports = d.sections.port_matrix
+    if isinstance(ports, D.PortMatrix) and ports.problems is not None:
+        ex.add("llmdiag_port_connections_failed", len(ports.problems) if ports.failed is None else ports.failed)
+    if isinstance(d.sections.consistency, list):
+        ex.add("llmdiag_consistency_diffs", len(d.sections.consistency))
     return ex.text()
 
 
@@ -279,11 +291,10 @@ def _scaled(v: Any, k: float) -> float | None:
     return None if n is None else n * k
 
 
-def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.NcclBenchDoc = D.read(doc)
+def nccl_bench(d: D.NcclBenchDoc, opts: RenderOptions) -> str:
     hosts = list(dict.fromkeys(d.world.hosts)) if d.world else []
-    ex = Exposition(doc, node=hosts[0] if len(hosts) == 1 else None)
-    _header(ex, doc)
+    ex = Exposition(_command(d), node=hosts[0] if len(hosts) == 1 else None)
+    _header(ex, d)
     if d.world:
         ex.add("llmdiag_nccl_world_size", d.world.world_size)
     for r in d.results:
@@ -307,32 +318,30 @@ def nccl_bench(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 # ---------------------------------------------------------------- log-analysis
 
 
-def log_analysis(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.LogAnalysisDoc = D.read(doc)
-    ex = Exposition(doc, node=d.node, fixed={"log": log_label(d.files)})
-    _header(ex, doc)
+def log_analysis(d: D.LogAnalysisDoc, opts: RenderOptions) -> str:
+    ex = Exposition(_command(d), node=d.node, fixed={"log": log_label(d.files)})
+    _header(ex, d)
     counts: dict[tuple[str, str], int] = {}
     for f in d.findings:
         counts[(f.kind, f.severity)] = counts.get((f.kind, f.severity), 0) + 1
     for (kind, sev), n in counts.items():
         ex.add("llmdiag_log_findings", n, {"kind": kind, "severity": sev})
     m = d.metrics
-    ex.add("llmdiag_log_last_step", m.get("last_step"))
-    ex.add("llmdiag_log_loss_last", m.get("last_loss"), nan_ok=True)
-    ex.add("llmdiag_log_loss_min", m.get("loss_min"))
-    ex.add("llmdiag_log_learning_rate_last", m.get("lr_last"))
-    ex.add("llmdiag_log_grad_norm_last", m.get("grad_norm_last"), nan_ok=True)
-    ex.add("llmdiag_log_step_time_seconds", _scaled(m.get("iter_time_ms_typical"), 1e-3))
+    ex.add("llmdiag_log_last_step", m.last_step)
+    ex.add("llmdiag_log_loss_last", m.last_loss, nan_ok=True)
+    ex.add("llmdiag_log_loss_min", m.loss_min)
+    ex.add("llmdiag_log_learning_rate_last", m.lr_last)
+    ex.add("llmdiag_log_grad_norm_last", m.grad_norm_last, nan_ok=True)
+    ex.add("llmdiag_log_step_time_seconds", _scaled(m.iter_time_ms_typical, 1e-3))
     return ex.text()
 
 
 # ---------------------------------------------------------------- estimate-memory
 
 
-def memory_estimate(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MemoryEstimateDoc = D.read(doc)
-    ex = Exposition(doc, fixed={"plan": _digest(doc, ("model", "plan", "spec"))})
-    _header(ex, doc)
+def memory_estimate(d: D.MemoryEstimateDoc, opts: RenderOptions) -> str:
+    ex = Exposition(_command(d), fixed={"plan": _digest(d, ("model", "plan", "spec"))})
+    _header(ex, d)
     for part, b in d.parts.items():
         ex.add("llmdiag_memory_estimate_bytes", b, {"component": part})
     ex.add("llmdiag_memory_estimate_total_bytes", d.total)
@@ -361,6 +370,8 @@ _GPU = (
     ("ecc_corrected_volatile", "llmdiag_gpu_ecc_corrected_errors_total", 1),
     ("xid_count", "llmdiag_gpu_xid_events_total", 1),
 )
+#: (label, sample key) naming a GPU's series
+_GPU_LABELS = (("gpu", "index"), ("uuid", "uuid"))
 _HOST = (
     ("cpu_pct", "llmdiag_host_cpu_utilization_ratio", 0.01),
     ("load_1m", "llmdiag_host_load1", 1),
@@ -376,10 +387,9 @@ _HOST = (
 )
 
 
-def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    d: D.MonitorDoc = D.read(doc)
-    ex = Exposition(doc, node=d.node)
-    _header(ex, doc)
+def monitor(d: D.MonitorDoc, opts: RenderOptions) -> str:
+    ex = Exposition(_command(d), node=d.node)
+    _header(ex, d)
     latest = d.latest or D.Sample()
     ex.add("llmdiag_monitor_samples_total", d.samples)
     ex.add("llmdiag_monitor_last_sample_timestamp_seconds", latest.time)
@@ -387,7 +397,7 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
     for key, name, k in _HOST:
         ex.add(name, _scaled(latest.host.get(key), k))
     for g in latest.gpus:
-        labels = {"gpu": g.get("index"), "uuid": g.get("uuid")}
+        labels = {label: g.get(key) for label, key in _GPU_LABELS}
         for key, name, k in _GPU:
             ex.add(name, _scaled(g.get(key), k), labels)
     by_rule = dict(d.alerts_by_rule)  # complete counts; "alerts" may be truncated
@@ -404,9 +414,9 @@ def monitor(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 # ---------------------------------------------------------------- anything else
 
 
-def generic(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    ex = Exposition(doc)
-    _header(ex, doc)
+def generic(d: D.GenericDoc, opts: RenderOptions) -> str:
+    ex = Exposition(_command(d))
+    _header(ex, d)
     return ex.text()
 
 

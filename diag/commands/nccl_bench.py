@@ -156,13 +156,20 @@ def _live_progress(spec):
     prints as it goes; a long sweep is not silent, and Ctrl-C keeps what was shown)."""
     import sys
 
+    from llmdiag import documents as D
     from llmdiag.ncclbench.progress import Progress
     from llmdiag.reports.nccl_bench import LiveTable
 
-    table = LiveTable(spec.to_dict())
+    table = LiveTable(D.read_part(D.BenchSettings, spec.to_dict()))
 
     def show(rec) -> None:
-        for line in table.lines(rec):
+        if "world" in rec:
+            lines = table.world(D.read_part(D.BenchWorld, rec["world"]))
+        elif "row" in rec:
+            lines = table.row(D.read_part(D.BenchRow, rec["row"]))
+        else:
+            lines = []
+        for line in lines:
             print(line, file=sys.stderr, flush=True)
 
     return Progress(spec, show)

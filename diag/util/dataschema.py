@@ -11,7 +11,9 @@ version 1.N must accept what 1.N+1 writes. Required fields are those without a d
 :func:`read` builds what it can (a missing field takes its default, a value of the wrong type
 is kept as it is, a word outside an enum stays a string) and lists in ``problems`` every
 unknown key, missing required field and unknown enum word, with its path: the caller decides
-whether they are errors (llmdiag.documents).
+whether they are errors (llmdiag.documents). A class that sets ``OPEN_KEYS = True`` names only
+part of an open mapping (a summary with one entry per measured column): its other keys are read
+as no problem and dropped.
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ def _read_value(tp: Any, value: Any, problems: list[str], path: str) -> Any:
         return read(tp, value, problems, path) if isinstance(value, Mapping) else value
     origin, args = get_origin(tp), get_args(tp)
     if _is_union(tp):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:  # X | None with a value: read it as X (list[Row] | None reads its rows)
+            return _read_value(rest[0], value, problems, path)
         for a in args:  # the first dataclass member that fits a mapping, else the value itself
             if dataclasses.is_dataclass(a) and isinstance(value, Mapping):
                 return read(a, value, problems, path)
@@ -138,7 +143,7 @@ def read(cls: type, data: Mapping[str, Any], problems: list[str] | None = None, 
     hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     prefix = f"{path}." if path else ""
-    if not open_keys:
+    if not open_keys and not getattr(cls, "OPEN_KEYS", False):
         problems.extend(f"{prefix}{k}: unknown key" for k in data if k not in names)
     kwargs = {}
     for f in dataclasses.fields(cls):

@@ -294,3 +294,55 @@ def test_cli_options_snapshot():
     changed = sorted(k for k in set(want) | set(surface) if want.get(k) != surface.get(k))
     assert not changed, f"the options of {changed} changed: update {SNAPSHOT.relative_to(REPO)} deliberately " \
                         "(LLMDIAG_UPDATE_SNAPSHOT=1)"
+
+
+# ---------------------------------------------------------------- renderers read typed documents
+
+#: the only mappings whose keys a renderer may name, and why each stays open (other mapping
+#: fields, such as a finding's facts or a check's data, are only iterated)
+OPEN_MAPS = {
+    "model": "estimate-memory's model shape: each architecture family has keys of its own",
+    "plan": "estimate-memory's plan: one key per memory/ setting, declared there",
+    "environ": "the process environment (the console's width), not a document",
+}
+#: the dispatcher reads the dict's ``kind`` to pick the type, and hands JSON the dict
+DICT_READERS = {"base.py"}
+
+
+def raw_key_reads(source: str) -> list[str]:
+    """``line: expression`` for every ``x["literal"]`` and ``x.get("literal", ...)`` in ``source``
+    whose ``x`` is not an :data:`OPEN_MAPS` field (``d.plan.get("tp")`` is allowed)."""
+
+    def literal(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+    def open_map(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in OPEN_MAPS
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and literal(node.slice) and not open_map(node.value):
+            found.append(node)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and literal(node.args[0]) and not open_map(node.func.value)):
+            found.append(node)
+    return [f"{n.lineno}: {ast.unparse(n)}" for n in sorted(found, key=lambda n: n.lineno)]
+
+
+def test_the_raw_key_check_finds_dict_reads_and_allows_attributes_and_open_maps():
+    bad = 'def f(doc):\n    a = doc["findings"]\n    b = doc.get("status", "skip")\n    return doc["x"]["y"]\n'
+    assert [x.split(":")[0] for x in raw_key_reads(bad)] == ["2", "3", "4", "4"]
+    good = ('def f(d, rows, key):\n    a = d.model["name"]\n    b = d.plan.get("tp")\n'
+            '    return rows[key], d.stats.get(key), "x".join(["a"])\n')
+    assert raw_key_reads(good) == []
+
+
+def test_no_renderer_reads_a_raw_dict_key():
+    """Renderers take the typed document (llmdiag.documents via reports.base.render): a field
+    they need is declared there first, so the JSON, its schema and every format agree."""
+    found = {}
+    for path in sorted((REPO / "reports").glob("*.py")):
+        reads = raw_key_reads(path.read_text(encoding="utf-8"))
+        if reads and path.name not in DICT_READERS:
+            found[path.name] = reads
+    assert not found, f"renderers read raw dict keys (declare the field in llmdiag.documents): {found}"

@@ -94,3 +94,23 @@ def test_report_render_of_a_file_with_an_unknown_key_is_one_line(tmp_path):
     p = subprocess.run(llmdiag_argv("report", "render", str(saved), "-f", "junit"), capture_output=True,
                        text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+def test_an_optional_list_reads_its_rows_into_their_type():
+    """``list[Row] | None`` with a value: the rows are read as Row (they stayed dicts before)."""
+    doc = {"schema_version": "1.0", "command": "report merge", "kind": "cluster", "status": "fail",
+           "counts": {}, "nodes": [], "missing_nodes": [], "results": [],
+           "sections": {"port_matrix": {"ports": [29500], "tested": 2, "failed": 1, "problems": [
+               {"src": "a", "dst": "b", "port": 29500, "outcome": "refused", "detaill": "typo"}]}}}
+    d = D.read(doc, strict=False)
+    (p,) = d.sections.port_matrix.problems
+    assert isinstance(p, D.PortProblem) and (p.src, p.port) == ("a", 29500)
+    assert D.problems(doc) == ["sections.port_matrix.problems[0].detaill: unknown key"]
+    assert D.read({**doc, "sections": {}}, strict=True).sections.port_matrix is None
+
+
+def test_the_log_metrics_name_what_reports_show_and_keep_the_per_column_pairs_open():
+    d = D.read(_log_doc(metrics={"num_steps_with_loss": 3, "loss_last": 2.5, "tflops_per_gpu_max": 180.0}),
+               strict=True)
+    assert d.metrics.num_steps_with_loss == 3 and d.metrics.loss_last == 2.5
+    assert D.problems(_log_doc(metrics={"num_stepz": 1})) == []  # an open summary: extra columns are its own

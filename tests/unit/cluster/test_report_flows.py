@@ -9,6 +9,7 @@ import sys
 import time
 
 from llmdiag.cluster.gather import read_node_files, write_node_file
+from llmdiag import documents
 from llmdiag.cluster.merge import build_report
 from llmdiag.config import Config
 from llmdiag.launcher import parse_launcher
@@ -39,12 +40,12 @@ def test_duration_is_rank_0s_monotonic_not_skewed_wall_clocks(tmp_path):
     docs = [_doc(0, "node-0", nnodes=3), _doc(1, "node-1", skew_s=300.0, elapsed=18.5, nnodes=3),
             _doc(2, "node-2", elapsed=18.7, nnodes=3)]
     d = build_report(docs, nnodes=3).to_dict()
-    assert d["duration_s"] == 19.0 and summary_line(d).endswith(" in 19.0 s")
+    assert d["duration_s"] == 19.0 and summary_line(documents.read(d)).endswith(" in 19.0 s")
     # an explicit duration (rank 0 at the end of the run, gather included) wins
     assert build_report(docs, nnodes=3, duration_s=20.25).to_dict()["duration_s"] == 20.25
     # without rank 0's report there is no single clock: no duration rather than a wrong one
     d = build_report(docs[1:], nnodes=3).to_dict()
-    assert d["duration_s"] is None and " in " not in summary_line(d).split("missing")[-1]
+    assert d["duration_s"] is None and " in " not in summary_line(documents.read(d)).split("missing")[-1]
     for doc in docs:
         write_node_file(tmp_path, doc)
     p = _merge(tmp_path, "--width", "200")
