@@ -80,6 +80,7 @@ class Field:
 
 SECTIONS: dict[str, dict[str, Field]] = {}
 SECTION_HELP: dict[str, str] = {}
+SETTINGS_CLASSES: dict[str, type] = {}  # section name -> its :func:`section` class
 
 #: Modules that register further sections when imported (each subsystem owns its own). One
 #: that fails to import is a broken install: BuiltinError (exit 3), never a silently unknown
@@ -161,6 +162,7 @@ def section(name: str, help: str = "") -> Callable[[type[SettingsT]], type[Setti
                   for f in dataclasses.fields(cls) if _SPEC in f.metadata]
         register_section(name, fields, help)
         cls.section_name = name  # type: ignore[attr-defined]
+        SETTINGS_CLASSES[name] = cls
         return cls
 
     return deco
@@ -376,26 +378,33 @@ class ClusterSettings:
     nproc_per_node: int | None = setting(None, "processes (ranks) per node the job will start", min=1, max=1024)
     master_addr: str | None = setting(None, "rendezvous host (MASTER_ADDR)")
     master_port: int = setting(29500, "rendezvous port (MASTER_PORT)", min=1, max=65535)
-    hostfile: str | None = setting(None, "DeepSpeed/MPI hostfile for --hostfile runs")
+    hostfile: str | None = setting(None, "DeepSpeed/MPI hostfile: start an agent on every host over ssh (first "
+                                   "host is rank 0)", flag=("--hostfile",))
     timeout_s: float = setting(60.0, "bound on rendezvous and every cluster step", min=1, max=3600)
     sample_peers: int = setting(2, "port matrix: random peers each node tests besides its ring neighbours",
-                                min=0, max=1024)
-    full_matrix: bool = setting(False, "port matrix: every node tests every other node (O(N^2) in total)")
+                                min=0, max=1024, flag=("--sample-peers",))
+    full_matrix: bool = setting(False, "port matrix: every node tests every other node (O(N^2) in total; "
+                                "default: ring neighbours + sampled peers)", flag=("--full-matrix",))
     matrix_max_ports: int = setting(16, "port matrix: at most this many ports of network.port_range", min=1, max=1024)
     share_wait_s: float = setting(5.0, "how long a node waits to see rank 0's token file on a shared path",
                                   min=0.1, max=600)
-    node_report_dir: str | None = setting(None, "every node writes its node report here (for `report merge`)")
-    ssh_config: str | None = setting(None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config")
+    node_report_dir: str | None = setting(None, "every node writes its node report here (for `llmdiag report merge "
+                                          "DIR`)", flag=("--node-report-dir",))
+    ssh_config: str | None = setting(None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config",
+                                     flag=("--ssh-config",))
     ssh_connect_timeout_s: int = setting(10, "--hostfile runs: ssh ConnectTimeout", min=1, max=300)
     ssh_window: int = setting(64, "--hostfile runs: at most this many ssh handshakes at once (sshd "
                               "MaxStartups, bastions)", min=1, max=10000)
-    remote_command: str = setting("llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)")
+    remote_command: str = setting("llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)",
+                                  flag=("--remote-command",))
 
 
 @section("network", "Interfaces and ports.")
 class NetworkSettings:
-    interfaces: list[str] | None = setting(None, "interfaces NCCL/gloo must use (names or prefixes)")
-    port_range: tuple[int, int] = setting((29500, 29510), "ports the job binds (rendezvous, NCCL, workers)")
+    interfaces: list[str] | None = setting(None, "interfaces NCCL/gloo must use (names or prefixes; the flag is "
+                                           "repeatable)", flag=("--interface",), metavar="IF")
+    port_range: tuple[int, int] = setting((29500, 29510), "ports the job binds (rendezvous, NCCL, workers)",
+                                          flag=("--port-range",), metavar="LO-HI")
     mtu: int | None = setting(None, "expected MTU of the job's interfaces", min=576, max=65536)
     min_speed_mbps: int | None = setting(None, "slowest acceptable link speed of the job's interface", min=1)
     connect_timeout_s: float = setting(3.0, "TCP connect timeout of reachability checks", min=0.1, max=120)
