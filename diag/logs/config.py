@@ -20,10 +20,7 @@ class Settings:
     drop_fraction: float = setting(0.7, "throughput drop: fraction of the baseline speed", min=0.05, max=0.99)
     drop_min_records: int = setting(3, "throughput drop: consecutive slow records", min=1, max=1000)
     #: the engine also waits a tenth of the run's cadence before calling a silence a hang
-    hang_minutes: float = setting(10.0, "no progress for this many minutes is a hang", min=0.1)
+    hang_minutes: float = setting(10.0, "no progress for this many minutes is a hang (with --follow also: no new "
+                                  "step for this long by the wall clock)", min=0.1, flag=("--no-progress-minutes",))
     #: a loss scale that falls by this factor without overflow messages still counts as overflow
     scale_collapse_factor: float = setting(256.0, "loss-scale fall that counts as overflow", min=2)
-
-
-def from_config(config) -> Settings:
-    return Settings() if config is None else config.settings(Settings)

@@ -52,7 +52,3 @@ class Settings(Rules):
 
     def rules(self) -> Rules:
         return Rules(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Rules)})
-
-
-def rules_from_config(config) -> Rules:
-    return (Settings() if config is None else config.settings(Settings)).rules()
