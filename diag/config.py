@@ -88,7 +88,7 @@ SETTINGS_CLASSES: dict[str, type] = {}  # section name -> its :func:`section` cl
 SECTION_MODULES: tuple[str, ...] = (
     "llmdiag.memory.config",  # [job]: the planned model and parallel plan
     "llmdiag.ncclbench.config",  # [nccl_bench]
-    "llmdiag.trainer.config",  # [smoke], [train]
+    "llmdiag.trainer.config",  # [smoke]
     "llmdiag.monitor.config",  # [monitor]
     "llmdiag.logs.config",  # [analyze_log]
 )
