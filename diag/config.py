@@ -372,12 +372,12 @@ class Config:
 
 @section("cluster", "The cluster and the job's launch shape.")
 class ClusterSettings:
-    nodes: int | None = setting(None, "number of nodes expected in the job", min=1, max=100000)
+    nodes: int | None = setting(None, "number of nodes expected in the job", min=1, max=100000, flag=("--nnodes",))
     gpus_per_node: int | None = setting(None, "GPUs every node must show (unset: no expectation)", min=0, max=64,
                                         flag=("--gpus-per-node",))
     nproc_per_node: int | None = setting(None, "processes (ranks) per node the job will start", min=1, max=1024)
-    master_addr: str | None = setting(None, "rendezvous host (MASTER_ADDR)")
-    master_port: int = setting(29500, "rendezvous port (MASTER_PORT)", min=1, max=65535)
+    master_addr: str | None = setting(None, "rendezvous host (MASTER_ADDR)", flag=("--master-addr",), metavar="HOST")
+    master_port: int = setting(29500, "rendezvous port (MASTER_PORT)", min=1, max=65535, flag=("--master-port",))
     hostfile: str | None = setting(None, "DeepSpeed/MPI hostfile: start an agent on every host over ssh (first "
                                    "host is rank 0)", flag=("--hostfile",))
     timeout_s: float = setting(60.0, "bound on rendezvous and every cluster step", min=1, max=3600)

@@ -81,11 +81,11 @@ def cluster_options(fn):
     """The flags of cluster mode (see docs/cluster.md)."""
     opts = [
         setting_option(ClusterSettings, "hostfile", type=click.Path(dir_okay=False)),
-        click.option("--nnodes", type=click.IntRange(1, 100000), default=None, help="Nodes in the job."),
+        setting_option(ClusterSettings, "nodes", name="nnodes"),
         click.option("--node-rank", type=click.IntRange(0, 99999), default=None, help="This node's rank (0 hosts "
                      "the rendezvous)."),
-        click.option("--master-addr", default=None, metavar="HOST", help="Rendezvous host (MASTER_ADDR)."),
-        click.option("--master-port", type=click.IntRange(1, 65535), default=None, help="Rendezvous port."),
+        setting_option(ClusterSettings, "master_addr"),
+        setting_option(ClusterSettings, "master_port"),
         setting_option(ClusterSettings, "node_report_dir", type=click.Path(file_okay=False)),
         setting_option(ClusterSettings, "full_matrix"),
         setting_option(ClusterSettings, "sample_peers"),

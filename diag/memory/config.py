@@ -18,7 +18,8 @@ class JobSettings:
     pp: int | None = setting(None, "pipeline-parallel size", min=1, flag=("--pp",))
     pp_layers: str | None = setting(None, 'layers per pipeline stage for an uneven split, e.g. '
                                     '"15,16,16,16,16,16,16,15"', flag=("--pp-layers",))
-    dp: int | str | None = setting(None, 'data-parallel size or "auto" (world / (tp×pp×cp))', min=1, flag=("--dp",))
+    dp: int | str | None = setting(None, 'data-parallel size or "auto" (world / (tp×pp×cp))', min=1, flag=("--dp",),
+                                  metavar="N|auto")
     cp: int | None = setting(None, "context-parallel size", min=1, flag=("--cp",))
     ep: int | None = setting(None, "expert-parallel size", min=1, flag=("--ep",))
     etp: int | None = setting(None, "expert tensor-parallel size (default: Megatron tp, torchtitan/DeepSpeed 1)",
@@ -78,7 +79,7 @@ class JobSettings:
                                    choices=("v100", "a100", "h100", "h200", "b200", "other"), flag=("--gpu-kind",))
     gpu_memory: str | None = setting(None, "GPU memory to plan against, e.g. 80GiB, 80G, 96GB (estimate-memory: "
                                      "instead of NVML's smallest GPU; the preflight probe: when no GPU can be read)",
-                                     validator=plan.size_error, flag=("--gpu-memory",))
+                                     validator=plan.size_error, flag=("--gpu-memory",), metavar="SIZE")
 
 
 #: [job] keys that select the model or the GPU size; every other key is a plan field.

@@ -41,7 +41,8 @@ class Settings:
                                                 min=0, flag=("--expect-busbw",), metavar="GB/S")
     min_fraction: float = setting(0.9, "pass when plateau busbw >= this fraction of the expected value",
                                   min=0.01, max=1.0)
-    collectives: list[str] = setting(["all_reduce"], "collectives to run", validator=_collectives_ok,
+    collectives: list[str] = setting(["all_reduce"], "collectives to run (all: every one; the flag is repeatable)",
+                                     validator=_collectives_ok,
                                      flag=("-C", "--collective"))
     min_bytes: str = setting("1K", "smallest message, e.g. 8, 1K, 16M (nccl-tests -b)", validator=_size_ok,
                              flag=("-b", "--min-bytes"), metavar="SIZE")
