@@ -139,3 +139,91 @@ def guard_outputs(outputs: Iterable[tuple[str, str | None]], inputs: Iterable[tu
         else:
             flat.append((option, value))
     check_outputs(flat, [*inputs, *([found] if found else [])])
+
+
+def _toml_word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def setting_option(settings: type, key: str, name: str | None = None, **overrides: Any) -> Callable:
+    """The click option that mirrors setting ``key`` of a ``llmdiag.config.section`` class: its
+    flags, type and range (or choices), metavar and help come from the setting's declaration, so
+    a flag accepts what the file accepts. Its default is None ("not given": the file's value, or
+    the declared default, applies); :func:`setting_flags` collects what was given. ``name`` is
+    the function's parameter when it is not ``key``; ``overrides`` are click arguments for a flag
+    whose form differs from the file's (nccl-tests' ``-c 0|1``, a repeatable list)."""
+    from llmdiag.config import spec
+
+    section, field = spec(settings, key)
+    if not field.flag:
+        raise ValueError(f"[{section}] {key} declares no flag")
+    where = f"[{section}] {key}" + ("" if field.default is None else f", default {_toml_word(field.default)}")
+    kw: dict[str, Any] = {"default": None, "metavar": field.metavar,
+                          "help": f"{field.help[:1].upper()}{field.help[1:]}. Config: {where}."}
+    if field.type == "bool" and "type" not in overrides:
+        kw["is_flag"] = True  # "--x/--no-x" gives both ways; a lone "--x" sets true
+    elif field.choices is not None:
+        kw["type"] = click.Choice(list(field.choices))
+    elif field.type == "int" and (field.min is not None or field.max is not None):
+        kw["type"] = click.IntRange(_bound(field.min), _bound(field.max))
+    elif field.type == "int":
+        kw["type"] = click.INT
+    elif field.type == "float":
+        kw["type"] = FiniteFloatRange(field.min, field.max)
+    elif field.type == "int_or_auto":
+        kw["callback"] = _int_or_auto(field)
+    kw.update(overrides)
+    option = click.Option([*field.flag, name or key], **kw)
+    option.llmdiag_setting = (section, key)  # type: ignore[attr-defined]
+
+    def deco(fn: Callable) -> Callable:
+        if not hasattr(fn, "__click_params__"):
+            fn.__click_params__ = []  # type: ignore[attr-defined]
+        fn.__click_params__.append(option)  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def _bound(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _int_or_auto(field: Any) -> Callable:
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None or value == "auto":
+            return value
+        try:
+            n = int(value)
+        except ValueError:
+            raise click.BadParameter(f"expected an integer or 'auto', got {value!r}") from None
+        if field.min is not None and n < field.min:
+            raise click.BadParameter(f"must be >= {field.min:g}, got {n}")
+        return n
+
+    return convert
+
+
+def setting_flags(ctx: click.Context | None = None) -> dict[tuple[str, str], Any]:
+    """The settings given on the command line, ``{(section, key): value}``, from the options
+    :func:`setting_option` made (ready for ``Config.with_overrides``; an absent flag is None,
+    an empty repeatable one too)."""
+    from llmdiag.config import SECTIONS
+
+    ctx = ctx or click.get_current_context()
+    out: dict[tuple[str, str], Any] = {}
+    for param in ctx.command.params:
+        where = getattr(param, "llmdiag_setting", None)
+        if where is None:
+            continue
+        value = ctx.params.get(param.name)
+        if isinstance(value, tuple):
+            value = list(value) or None
+        if SECTIONS[where[0]][where[1]].type == "bool" and value is not None:
+            value = bool(value)  # nccl-tests' -c 1 / -c 0
+        out[where] = value
+    return out

@@ -4,20 +4,26 @@ Precedence, stated once: **command-line flags override the config file, which ov
 built-in defaults.** The file is found as ``--config PATH``, else ``$LLMDIAG_CONFIG``, else
 ``./llmdiag.toml`` when it exists; without any file every default applies.
 
-Each section is declared with :func:`register_section` as a list of :class:`Field` specs; the
-loader rejects unknown sections and keys (typos), wrong types and out-of-range values with a
-:class:`~llmdiag.errors.ConfigError` naming the field and the accepted range (exit code 2).
-Subsystems (memory plan, nccl-bench, smoke training, monitor) register their own sections.
-``docs/config.md`` documents every field; ``examples/llmdiag.toml`` is a full example.
+Each setting is declared once: a section is a frozen dataclass decorated with :func:`section`,
+each field a :func:`setting` carrying the TOML key (the field's name), its type (the field's
+annotation), default, accepted range or validator, help and the command-line flag that mirrors
+it where there is one. From that one declaration come the loader's checks, the typed values
+(``config.settings(Cls)``), the click option (``llmdiag.cliutil.setting_option``) and the
+reference table in ``docs/config.md``. The loader rejects unknown sections and keys (typos),
+wrong types and out-of-range values with a :class:`~llmdiag.errors.ConfigError` naming the
+field and the accepted range (exit code 2). Subsystems (memory plan, nccl-bench, smoke
+training, monitor, analyze-log) declare their own sections. ``examples/llmdiag.toml`` is a full
+example.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from llmdiag.errors import ConfigError
 from llmdiag.util import toml as tomllib
@@ -42,6 +48,8 @@ class Field:
     item_fields: Sequence[Field] | None = None  # for table_list
     validator: Callable[[Any], str | None] | None = None  # returns an error message or None
     required: bool = False  # in a table_list item: the key must be given
+    flag: tuple[str, ...] = ()  # the command-line option that mirrors it (click's declarations)
+    metavar: str | None = None  # the flag's value placeholder in --help
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:
@@ -72,6 +80,7 @@ class Field:
 
 SECTIONS: dict[str, dict[str, Field]] = {}
 SECTION_HELP: dict[str, str] = {}
+SETTINGS_CLASSES: dict[str, type] = {}  # section name -> its :func:`section` class
 
 #: Modules that register further sections when imported (each subsystem owns its own). One
 #: that fails to import is a broken install: BuiltinError (exit 3), never a silently unknown
@@ -79,7 +88,7 @@ SECTION_HELP: dict[str, str] = {}
 SECTION_MODULES: tuple[str, ...] = (
     "llmdiag.memory.config",  # [job]: the planned model and parallel plan
     "llmdiag.ncclbench.config",  # [nccl_bench]
-    "llmdiag.trainer.config",  # [smoke], [train]
+    "llmdiag.trainer.config",  # [smoke]
     "llmdiag.monitor.config",  # [monitor]
     "llmdiag.logs.config",  # [analyze_log]
 )
@@ -107,6 +116,62 @@ def register_section(name: str, fields: Sequence[Field], help: str = "") -> None
     """Declare a config section (idempotent for the same declaration)."""
     SECTIONS[name] = {f.name: f for f in fields}
     SECTION_HELP[name] = help
+
+
+#: annotation of a settings field (``| None`` stripped) -> config field type
+_ANNOTATION_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool", "list[str]": "str_list",
+                     "tuple[str, ...]": "str_list", "tuple[int, int]": "port_range", "list[dict]": "table_list",
+                     "dict": "table", "int | str": "int_or_auto"}
+_SPEC = "llmdiag.setting"
+SettingsT = TypeVar("SettingsT")
+
+
+def setting(default: Any = None, help: str = "", *, min: float | None = None, max: float | None = None,
+            choices: Sequence[Any] | None = None, validator: Callable[[Any], str | None] | None = None,
+            item_fields: Sequence[Field] | None = None, flag: Sequence[str] = (),
+            metavar: str | None = None) -> Any:
+    """One setting of a :func:`section` dataclass: its default, range, help and mirroring flag.
+
+    The key is the dataclass field's name and the type its annotation, so neither is written
+    twice. ``flag`` lists click's declarations of the option (``("-w", "--warmup-iters")``,
+    ``("--fused-norm/--unfused-norm",)``); a command adds it with ``setting_option``."""
+    spec = dict(default=default, help=help, min=min, max=max, choices=choices, validator=validator,
+                item_fields=item_fields, flag=tuple(flag), metavar=metavar)
+    if isinstance(default, (list, dict)):  # a fresh copy per instance, as dataclasses require
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata={_SPEC: spec})
+    return dataclasses.field(default=default, metadata={_SPEC: spec})
+
+
+def _field_type(cls: type, f: dataclasses.Field) -> str:
+    annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    parts = [p.strip() for p in annotation.split("|") if p.strip() != "None"]
+    kind = _ANNOTATION_TYPES.get(" | ".join(parts))
+    if kind is None:
+        raise TypeError(f"{cls.__name__}.{f.name}: no config type for annotation {annotation!r} "
+                        f"(accepted: {', '.join(_ANNOTATION_TYPES)})")
+    return kind
+
+
+def section(name: str, help: str = "") -> Callable[[type[SettingsT]], type[SettingsT]]:
+    """Class decorator: the class becomes a frozen dataclass and config section ``[name]``, one
+    key per :func:`setting` field (in declaration order, which is the docs' order too)."""
+
+    def deco(cls: type[SettingsT]) -> type[SettingsT]:
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        fields = [Field(f.name, _field_type(cls, f), **f.metadata[_SPEC])
+                  for f in dataclasses.fields(cls) if _SPEC in f.metadata]
+        register_section(name, fields, help)
+        cls.section_name = name  # type: ignore[attr-defined]
+        SETTINGS_CLASSES[name] = cls
+        return cls
+
+    return deco
+
+
+def spec(cls: type, key: str) -> tuple[str, Field]:
+    """The section name and :class:`Field` of setting ``key`` of a :func:`section` class."""
+    name = cls.section_name  # type: ignore[attr-defined]
+    return name, SECTIONS[name][key]
 
 
 def parse_port_range(value: Any) -> tuple[int, int]:
@@ -286,6 +351,10 @@ class Config:
     def section(self, name: str) -> dict[str, Any]:
         return dict(self._values.get(name, {}))
 
+    def settings(self, cls: type[SettingsT]) -> SettingsT:
+        """The validated values of a :func:`section` class's section, as an instance of it."""
+        return cls(**self.section(cls.section_name))  # type: ignore[attr-defined]
+
     def has_section(self, name: str | None) -> bool:
         return name is not None and name in self._present
 
@@ -298,99 +367,92 @@ class Config:
 
 
 # ---------------------------------------------------------------------------
-# Core sections (probes of the foundation). Other subsystems register theirs.
+# Core sections (probes of the foundation). Other subsystems declare theirs.
 
-register_section(
-    "cluster",
-    [
-        Field("nodes", "int", None, "number of nodes expected in the job", min=1, max=100000),
-        Field("gpus_per_node", "int", None, "GPUs every node must show (unset: no expectation)", min=0, max=64),
-        Field("nproc_per_node", "int", None, "processes (ranks) per node the job will start", min=1, max=1024),
-        Field("master_addr", "str", None, "rendezvous host (MASTER_ADDR)"),
-        Field("master_port", "int", 29500, "rendezvous port (MASTER_PORT)", min=1, max=65535),
-        Field("hostfile", "str", None, "DeepSpeed/MPI hostfile for --hostfile runs"),
-        Field("timeout_s", "float", 60.0, "bound on rendezvous and every cluster step", min=1, max=3600),
-        Field("sample_peers", "int", 2, "port matrix: random peers each node tests besides its ring neighbours",
-              min=0, max=1024),
-        Field("full_matrix", "bool", False, "port matrix: every node tests every other node (O(N^2) in total)"),
-        Field("matrix_max_ports", "int", 16, "port matrix: at most this many ports of network.port_range",
-              min=1, max=1024),
-        Field("share_wait_s", "float", 5.0, "how long a node waits to see rank 0's token file on a shared path",
-              min=0.1, max=600),
-        Field("node_report_dir", "str", None, "every node writes its node report here (for `report merge`)"),
-        Field("ssh_config", "str", None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config"),
-        Field("ssh_connect_timeout_s", "int", 10, "--hostfile runs: ssh ConnectTimeout", min=1, max=300),
-        Field("ssh_window", "int", 64, "--hostfile runs: at most this many ssh handshakes at once (sshd "
-              "MaxStartups, bastions)", min=1, max=10000),
-        Field("remote_command", "str", "llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)"),
-    ],
-    "The cluster and the job's launch shape.",
-)
-register_section(
-    "network",
-    [
-        Field("interfaces", "str_list", None, "interfaces NCCL/gloo must use (names or prefixes)"),
-        Field("port_range", "port_range", (29500, 29510), "ports the job binds (rendezvous, NCCL, workers)"),
-        Field("mtu", "int", None, "expected MTU of the job's interfaces", min=576, max=65536),
-        Field("min_speed_mbps", "int", None, "slowest acceptable link speed of the job's interface", min=1),
-        Field("connect_timeout_s", "float", 3.0, "TCP connect timeout of reachability checks", min=0.1, max=120),
-    ],
-    "Interfaces and ports.",
-)
-register_section(
-    "filesystem",
-    [
-        Field(
-            "paths",
-            "table_list",
-            [],
-            "paths the job reads or writes (datasets, checkpoints)",
-            item_fields=[
-                Field("path", "str", None, "absolute path (required)", required=True,
-                      validator=lambda v: None if v.strip() else "must not be empty"),
-                Field("required_free_gb", "float", 0.0, "free space the job needs there", min=0),
-                Field("writable", "bool", True, "the job writes here"),
-                Field("shared", "bool", False, "must be the same shared filesystem on every node"),
-            ],
-        ),
-        Field("throughput_test_mb", "int", 16, "size of the bounded write/read test (0 disables)", min=0, max=4096),
-        Field("min_write_mb_s", "float", None, "slowest acceptable write throughput", min=0),
-    ],
-    "Paths the job depends on.",
-)
-register_section(
-    "thresholds",
-    [
-        Field("shm_min_mib", "int", 1024, "smallest acceptable /dev/shm", min=0),
-        Field("nofile_min", "int", 65536, "smallest acceptable open-files soft limit", min=0),
-        Field("memlock_min_mib", "int", None, "smallest acceptable locked-memory limit (unset: unlimited when RDMA is present)", min=0),
-        Field("host_memory_min_gib", "float", None, "smallest acceptable host memory", min=0),
-        Field("gpu_temp_warn_c", "int", 85, "GPU temperature that warns", min=0, max=150),
-        Field("gpu_temp_fail_c", "int", 95, "GPU temperature that fails", min=0, max=150),
-        Field("gpu_memory_used_max_mib", "int", 1024, "GPU memory already in use before launch that warns", min=0),
-        Field("clock_skew_warn_ms", "float", 100.0, "clock skew against rank 0 that warns", min=0),
-    ],
-    "Limits that turn readings into pass / warn / fail.",
-)
-register_section(
-    "dcgm",
-    [
-        Field("level", "int", 1, "dcgmi diag run level: 1 quick (about a minute), 2 short tests (minutes), "
-              "3 and 4 stress tests (tens of minutes to hours)", min=1, max=4),
-        Field("timeout_s", "float", 300.0, "bound on one dcgmi diag run (the run's --timeout bounds it too)",
-              min=1, max=3600),
-    ],
-    "The dcgm probe: NVIDIA DCGM's diagnostic where dcgmi is installed.",
-)
-register_section(
-    "probes",
-    [
-        Field("skip", "str_list", [], "probes not to run"),
-        Field("only", "str_list", [], "run only these probes"),
-        Field("timeout_s", "float", None, "override every probe's own deadline", min=0.1, max=3600),
-    ],
-    "Which probes run.",
-)
+
+@section("cluster", "The cluster and the job's launch shape.")
+class ClusterSettings:
+    nodes: int | None = setting(None, "number of nodes expected in the job", min=1, max=100000, flag=("--nnodes",))
+    gpus_per_node: int | None = setting(None, "GPUs every node must show (unset: no expectation)", min=0, max=64,
+                                        flag=("--gpus-per-node",))
+    nproc_per_node: int | None = setting(None, "processes (ranks) per node the job will start", min=1, max=1024)
+    master_addr: str | None = setting(None, "rendezvous host (MASTER_ADDR)", flag=("--master-addr",), metavar="HOST")
+    master_port: int = setting(29500, "rendezvous port (MASTER_PORT)", min=1, max=65535, flag=("--master-port",))
+    hostfile: str | None = setting(None, "DeepSpeed/MPI hostfile: start an agent on every host over ssh (first "
+                                   "host is rank 0)", flag=("--hostfile",))
+    timeout_s: float = setting(60.0, "bound on rendezvous and every cluster step", min=1, max=3600)
+    sample_peers: int = setting(2, "port matrix: random peers each node tests besides its ring neighbours",
+                                min=0, max=1024, flag=("--sample-peers",))
+    full_matrix: bool = setting(False, "port matrix: every node tests every other node (O(N^2) in total; "
+                                "default: ring neighbours + sampled peers)", flag=("--full-matrix",))
+    matrix_max_ports: int = setting(16, "port matrix: at most this many ports of network.port_range", min=1, max=1024)
+    share_wait_s: float = setting(5.0, "how long a node waits to see rank 0's token file on a shared path",
+                                  min=0.1, max=600)
+    node_report_dir: str | None = setting(None, "every node writes its node report here (for `llmdiag report merge "
+                                          "DIR`)", flag=("--node-report-dir",))
+    ssh_config: str | None = setting(None, "--hostfile runs: ssh client config file (-F); default ~/.ssh/config",
+                                     flag=("--ssh-config",))
+    ssh_connect_timeout_s: int = setting(10, "--hostfile runs: ssh ConnectTimeout", min=1, max=300)
+    ssh_window: int = setting(64, "--hostfile runs: at most this many ssh handshakes at once (sshd "
+                              "MaxStartups, bastions)", min=1, max=10000)
+    remote_command: str = setting("llmdiag", "--hostfile runs: how to start llmdiag on a host (shell words)",
+                                  flag=("--remote-command",))
+
+
+@section("network", "Interfaces and ports.")
+class NetworkSettings:
+    interfaces: list[str] | None = setting(None, "interfaces NCCL/gloo must use (names or prefixes; the flag is "
+                                           "repeatable)", flag=("--interface",), metavar="IF")
+    port_range: tuple[int, int] = setting((29500, 29510), "ports the job binds (rendezvous, NCCL, workers)",
+                                          flag=("--port-range",), metavar="LO-HI")
+    mtu: int | None = setting(None, "expected MTU of the job's interfaces", min=576, max=65536)
+    min_speed_mbps: int | None = setting(None, "slowest acceptable link speed of the job's interface", min=1)
+    connect_timeout_s: float = setting(3.0, "TCP connect timeout of reachability checks", min=0.1, max=120)
+
+
+@section("filesystem", "Paths the job depends on.")
+class FilesystemSettings:
+    paths: list[dict] = setting(
+        [],
+        "paths the job reads or writes (datasets, checkpoints)",
+        item_fields=[
+            Field("path", "str", None, "absolute path (required)", required=True,
+                  validator=lambda v: None if v.strip() else "must not be empty"),
+            Field("required_free_gb", "float", 0.0, "free space the job needs there", min=0),
+            Field("writable", "bool", True, "the job writes here"),
+            Field("shared", "bool", False, "must be the same shared filesystem on every node"),
+        ],
+    )
+    throughput_test_mb: int = setting(16, "size of the bounded write/read test (0 disables)", min=0, max=4096)
+    min_write_mb_s: float | None = setting(None, "slowest acceptable write throughput", min=0)
+
+
+@section("thresholds", "Limits that turn readings into pass / warn / fail.")
+class ThresholdSettings:
+    shm_min_mib: int = setting(1024, "smallest acceptable /dev/shm", min=0)
+    nofile_min: int = setting(65536, "smallest acceptable open-files soft limit", min=0)
+    memlock_min_mib: int | None = setting(
+        None, "smallest acceptable locked-memory limit (unset: unlimited when RDMA is present)", min=0)
+    host_memory_min_gib: float | None = setting(None, "smallest acceptable host memory", min=0)
+    gpu_temp_warn_c: int = setting(85, "GPU temperature that warns", min=0, max=150)
+    gpu_temp_fail_c: int = setting(95, "GPU temperature that fails", min=0, max=150)
+    gpu_memory_used_max_mib: int = setting(1024, "GPU memory already in use before launch that warns", min=0)
+    clock_skew_warn_ms: float = setting(100.0, "clock skew against rank 0 that warns", min=0)
+
+
+@section("dcgm", "The dcgm probe: NVIDIA DCGM's diagnostic where dcgmi is installed.")
+class DcgmSettings:
+    level: int = setting(1, "dcgmi diag run level: 1 quick (about a minute), 2 short tests (minutes), "
+                         "3 and 4 stress tests (tens of minutes to hours)", min=1, max=4)
+    timeout_s: float = setting(300.0, "bound on one dcgmi diag run (the run's --timeout bounds it too)",
+                               min=1, max=3600)
+
+
+@section("probes", "Which probes run.")
+class ProbeSettings:
+    skip: list[str] = setting([], "probes not to run")
+    only: list[str] = setting([], "run only these probes")
+    timeout_s: float | None = setting(None, "override every probe's own deadline", min=0.1, max=3600)
 
 
 def markdown_reference() -> str:
@@ -405,20 +467,23 @@ def markdown_reference() -> str:
         "of range are rejected with a message naming the field and the accepted range (exit code 2).",
         "A full example: `examples/llmdiag.toml`.",
         "",
-        "This page is generated by `python -m llmdiag.config > docs/config.md`.",
+        "Each setting is declared once, in its section's settings class (`llmdiag.config.section`);",
+        "this page, the loader's checks and the mirroring flags (column *flag*) all come from that",
+        "declaration. The page is generated by `python -m llmdiag.config > docs/config.md`.",
         "",
     ]
     for sname in sorted(SECTIONS):
         lines += [f"## [{sname}]", ""]
         if SECTION_HELP.get(sname):
             lines += [SECTION_HELP[sname], ""]
-        lines += ["| key | accepted | default | meaning |", "|---|---|---|---|"]
+        lines += ["| key | accepted | default | flag | meaning |", "|---|---|---|---|---|"]
         for f in SECTIONS[sname].values():
             default = "-" if f.default is None else f"`{f.default!r}`"
-            lines.append(f"| `{f.name}` | {f.accepted()} | {default} | {f.help} |")
+            flag = ", ".join(f"`{d}`" for d in f.flag) or "-"
+            lines.append(f"| `{f.name}` | {f.accepted()} | {default} | {flag} | {f.help} |")
             for item in f.item_fields or ():
                 idef = "-" if item.default is None else f"`{item.default!r}`"
-                lines.append(f"| `{f.name}[].{item.name}` | {item.accepted()} | {idef} | {item.help} |")
+                lines.append(f"| `{f.name}[].{item.name}` | {item.accepted()} | {idef} | - | {item.help} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -151,14 +151,14 @@ class DcgmProbe(BaseProbe):
     timeout_setting = ("dcgm", "timeout_s")
 
     def run(self, ctx: Context) -> Iterable[Result]:
-        level = int(ctx.config.get("dcgm", "level", 1))
+        level = int(ctx.config.get("dcgm", "level"))
         exe = ctx.runner.which("dcgmi")
         if exe is None:
             yield self.skip(ctx, "diag", "dcgmi not installed (no DCGM on this node): the DCGM diagnostic was not run")
             return
         # leave the probe time to stop dcgmi and report before the runner's own deadline passes
         left = ctx.deadline.remaining()
-        budget = max(0.1, min(float(ctx.config.get("dcgm", "timeout_s", 300.0)), left - min(3.0, max(0.5, 0.1 * left))))
+        budget = max(0.1, min(float(ctx.config.get("dcgm", "timeout_s")), left - min(3.0, max(0.5, 0.1 * left))))
         argv = [exe, "diag", "-r", str(level), "-j"]
         res = ctx.run(argv, timeout=budget)
         data = {"level": level, "exit_code": res.returncode, "duration_s": round(res.duration_s, 1)}

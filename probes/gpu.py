@@ -127,7 +127,7 @@ class GpuProbe(BaseProbe):
     # -- memory and leftover processes ----------------------------------------------------
 
     def check_memory(self, ctx: Context, gpus: Sequence[GpuSnapshot]) -> Result:
-        limit = ctx.config.get("thresholds", "gpu_memory_used_max_mib", 1024)
+        limit = ctx.config.get("thresholds", "gpu_memory_used_max_mib")
         busy = [g for g in gpus if (_mib(g.memory_used_bytes) or 0) > limit]
         data = {"memory_total_mib": [_mib(g.memory_total_bytes) for g in gpus],
                 "memory_used_mib": [_mib(g.memory_used_bytes) for g in gpus]}
@@ -218,8 +218,8 @@ class GpuProbe(BaseProbe):
     # -- thermals, power, clocks ----------------------------------------------------------
 
     def check_temperature(self, ctx: Context, gpus: Sequence[GpuSnapshot]) -> Result:
-        warn_c = ctx.config.get("thresholds", "gpu_temp_warn_c", 85)
-        fail_c = ctx.config.get("thresholds", "gpu_temp_fail_c", 95)
+        warn_c = ctx.config.get("thresholds", "gpu_temp_warn_c")
+        fail_c = ctx.config.get("thresholds", "gpu_temp_fail_c")
         temps = [g.temperature_c for g in gpus]
         data = {"temperature_c": temps}
         hot = [g for g in gpus if g.temperature_c is not None and (

@@ -34,13 +34,12 @@ class MemoryPlanProbe(BaseProbe):
         if sec.get("gpus_per_node") is None and ctx.launcher.local_world_size:
             flags["gpus_per_node"] = ctx.launcher.local_world_size
         try:
-            model = job.resolve_model(sec.get("model"), None, {}) if sec.get("model") else None
-            plan = job.resolve_plan(sec, None, None, flags)
+            inputs = job.resolve(sec, flags)
         except UsageError as exc:
             yield self.fail(ctx, "plan", f"the [job] plan cannot be used: {exc}",
                             remediation="fix the [job] section (see docs/estimate-memory.md)", runbook="plan-invalid")
             return
-        params = None if model else sec.get("params")
+        model, plan, params = inputs.model, inputs.plan, inputs.params
         issues = checks.check_plan(model, plan)
         for i in issues:
             helper = self.fail if i.severity == "fail" else self.warn

@@ -36,9 +36,11 @@ class SmokeTrainProbe(BaseProbe):
     group = True
 
     def run(self, ctx):
-        smoke = ctx.config.section("smoke") if ctx.config is not None else {}
-        steps = int(smoke.get("steps") or 8)
-        inject = [a for spec in smoke.get("inject") or () for a in ("--inject", spec)]
+        from llmdiag.trainer.config import SmokeSettings
+
+        smoke = ctx.config.settings(SmokeSettings) if ctx.config is not None else SmokeSettings()
+        steps = smoke.steps
+        inject = [a for spec in smoke.inject for a in ("--inject", spec)]
         group = ctx.services.get("process_group")
         me = None
         if group is not None:
@@ -47,8 +49,8 @@ class SmokeTrainProbe(BaseProbe):
             ranks = self._in_group(group, steps, inject)
             where = f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
             me = dist.get_rank(group)
-        elif smoke.get("enabled"):
-            got = self._local(ctx, steps, int(smoke.get("nproc") or 2), float(smoke.get("timeout_s") or 90), inject)
+        elif smoke.enabled:
+            got = self._local(ctx, steps, smoke.nproc, smoke.timeout_s, inject)
             if isinstance(got, str):
                 yield self.fail(ctx, "run", f"local smoke training failed: {got}",
                                 remediation="Run `llmdiag train --nproc 2 --steps 8` and read its log.",
@@ -58,7 +60,7 @@ class SmokeTrainProbe(BaseProbe):
         else:
             yield self.skip(ctx, "run", "no cluster process group and [smoke] enabled = false (kept fast by default)")
             return
-        yield from self._judge(ctx, ranks, where, float(smoke.get("straggler_factor") or 1.5), me=me)
+        yield from self._judge(ctx, ranks, where, smoke.straggler_factor, me=me)
 
     @staticmethod
     def _in_group(group, steps, inject=()):

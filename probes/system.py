@@ -45,7 +45,7 @@ class SystemProbe(BaseProbe):
                 self.check_memory(ctx), self.check_cpu(ctx)]
 
     def check_shm(self, ctx: Context) -> Result:
-        want = ctx.config.get("thresholds", "shm_min_mib", 1024)
+        want = ctx.config.get("thresholds", "shm_min_mib")
         path = ctx.path("/dev/shm")
         try:
             st = os.statvfs(path)
@@ -69,7 +69,7 @@ class SystemProbe(BaseProbe):
         return self.ok(ctx, "shm", f"/dev/shm {size} MiB ({free} MiB free)", evidence=ev, data=data)
 
     def check_nofile(self, ctx: Context) -> Result:
-        want = ctx.config.get("thresholds", "nofile_min", 65536)
+        want = ctx.config.get("thresholds", "nofile_min")
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         data = {"nofile_soft": _limit(soft), "nofile_hard": _limit(hard)}
         ev = [("open files soft limit", _limit(soft), f">= {want}", "files"), ("open files hard limit", _limit(hard), None, "files")]

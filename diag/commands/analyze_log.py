@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options, setting_flags, setting_option
+from llmdiag.logs.config import Settings
 from llmdiag.exitcodes import ExitCode
 
 
@@ -26,8 +27,7 @@ from llmdiag.exitcodes import ExitCode
 @click.option("--prometheus-file", "prom_path", type=click.Path(dir_okay=False), default=None,
               help="With --follow: rewrite the log's metrics (findings, loss, step) in FILE after every new batch of "
                    "lines, atomically (node_exporter's textfile collector).")
-@click.option("--no-progress-minutes", type=FiniteFloatRange(0.1, 10000), default=None,
-              help="With --follow: alert when no step arrives for this long (default [analyze_log] hang_minutes).")
+@setting_option(Settings, "hang_minutes", name="no_progress_minutes")
 @click.option("--strict", is_flag=True, help="Exit 1 on warning-severity findings too.")
 @click.option("--fr", "fr_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="PyTorch Flight Recorder dumps (one per rank) to match with the log; default: <log>.fr/ "
@@ -49,7 +49,6 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from llmdiag.config import Config
     from llmdiag.errors import UsageError
-    from llmdiag.logs import config as logcfg
 
     env = dict(os.environ)
     from llmdiag.logs.readers import ReadStats, resolve
@@ -58,14 +57,13 @@ def analyze_log(paths, config_path, plot_path, csv_path, parquet_path, follow, o
     guard_outputs([("-o", output), ("--csv", csv_path), ("--parquet", parquet_path), ("--plot", plot_path),
                    ("--prometheus-file", prom_path)],
                   [("log", p) for p in inputs], config_path=config_path, env=env)
-    settings = logcfg.from_config(Config.load(config_path, env))
+    settings = Config.load(config_path, env).with_overrides(setting_flags()).settings(Settings)
     if follow:
         from llmdiag.logs.follow import follow_file
 
         if len(paths) != 1 or paths[0] == "-":
             raise UsageError("--follow takes exactly one log file")
-        minutes = no_progress_minutes or settings.hang_minutes
-        follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=minutes * 60.0,
+        follow_file(paths[0], settings, on_alert=on_alert, no_progress_s=settings.hang_minutes * 60.0,
                     on_doc=_textfile(prom_path, paths[0], env) if prom_path else None)
         return
     if prom_path:

@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, pass_env
+from llmdiag.cliutil import (config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, pass_env,
+                             setting_flags, setting_option)
+from llmdiag.memory.config import JobSettings
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -20,25 +22,13 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
         raise click.BadParameter(str(exc)) from None
 
 
-def _dp(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None or value == "auto":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        raise click.BadParameter(f"expected an integer or 'auto', got {value!r}") from None
-    if n < 1:
-        raise click.BadParameter(f"must be >= 1, got {n}")
-    return n
-
-
 POS = click.IntRange(min=1)
 
 
 @click.command("estimate-memory")
-@click.option("--model", help="Preset (llama2-7b, llama3-70b, mixtral-8x7b, gpt3-175b, ...) or a config.json path.")
+@setting_option(JobSettings, "model")
 @click.option("--hf-config", type=click.Path(dir_okay=False), help="Hugging Face config.json of the model.")
-@click.option("--params", type=FiniteFloatRange(min=1), help="Parameter count only (e.g. 7.5e9): model states only.")
+@setting_option(JobSettings, "params")
 @click.option("--largest-layer-params", type=FiniteFloatRange(min=1),
               help="With --params: the largest layer ZeRO-3 gathers (DeepSpeed's estimator input).")
 @click.option("--layers", type=POS)
@@ -64,58 +54,51 @@ POS = click.IntRange(min=1)
 @click.option("--qk-nope-dim", type=POS, help="MLA: per-head q/k size without rotary.")
 @click.option("--qk-rope-dim", type=POS, help="MLA: per-head rotary q/k size.")
 @click.option("--v-head-dim", type=POS, help="MLA: per-head value size.")
-@click.option("--tp", type=POS)
-@click.option("--pp", type=POS)
-@click.option("--pp-layers", help="Layers per pipeline stage for an uneven split, e.g. 15,16,16,16,16,16,16,15.")
-@click.option("--dp", callback=_dp, help="Data-parallel size or 'auto' (world / (tp×pp×cp)).")
-@click.option("--cp", type=POS)
-@click.option("--ep", type=POS)
-@click.option("--etp", type=POS, help="Expert tensor-parallel size (default: Megatron tp; torchtitan, DeepSpeed 1).")
-@click.option("--world-size", type=POS)
-@click.option("--gpus-per-node", type=POS)
-@click.option("--sequence-parallel/--no-sequence-parallel", default=None)
-@click.option("--vpp", type=POS, help="Virtual pipeline stages per rank (interleaved schedule).")
-@click.option("--zero", type=click.IntRange(0, 3), help="ZeRO stage (3 = FSDP full shard).")
+@setting_option(JobSettings, "tp")
+@setting_option(JobSettings, "pp")
+@setting_option(JobSettings, "pp_layers")
+@setting_option(JobSettings, "dp")
+@setting_option(JobSettings, "cp")
+@setting_option(JobSettings, "ep")
+@setting_option(JobSettings, "etp")
+@setting_option(JobSettings, "world_size")
+@setting_option(JobSettings, "gpus_per_node")
+@setting_option(JobSettings, "sequence_parallel")
+@setting_option(JobSettings, "vpp")
+@setting_option(JobSettings, "zero")
 @click.option("--fsdp", is_flag=True, default=None, help="FSDP full shard (same as --zero 3 --framework torch).")
-@click.option("--distributed-optimizer/--no-distributed-optimizer", default=None)
-@click.option("--framework", type=click.Choice(["megatron", "deepspeed", "torch"]),
-              help="What runs the job: its kernels, gradient buffers and loss (default torch).")
-@click.option("--micro-batch", type=POS)
-@click.option("--global-batch", type=POS)
-@click.option("--seq-len", type=POS)
-@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]))
+@setting_option(JobSettings, "distributed_optimizer")
+@setting_option(JobSettings, "framework")
+@setting_option(JobSettings, "micro_batch")
+@setting_option(JobSettings, "global_batch")
+@setting_option(JobSettings, "seq_len")
+@setting_option(JobSettings, "precision")
 @click.option("--master-weights/--no-master-weights", default=None, help="fp32 master copy (16-bit training).")
 @click.option("--grad-fp32/--grad-16bit", default=None, help="Accumulate gradients in fp32 (Megatron main_grad).")
-@click.option("--optimizer", type=click.Choice(["adam", "adamw", "sgd", "adam8bit", "paged-adam8bit"]))
-@click.option("--optimizer-impl", type=click.Choice(["auto", "fused", "foreach"]),
-              help="foreach keeps an fp32 temporary of the moments during the step.")
-@click.option("--optimizer-in-backward", is_flag=True, default=None, help="Step each parameter in backward (torchtune).")
-@click.option("--recompute", type=click.Choice(["none", "selective", "sac", "full"]),
-              help="selective: Megatron's (attention core); sac: per-op selective (torchtitan); full: whole layers.")
-@click.option("--recompute-interval", type=POS, help="Recompute one layer in N (torchtitan selective_ac_option=N).")
-@click.option("--recompute-layers", type=click.IntRange(min=0), help="Layers per stage recomputed (Megatron block).")
-@click.option("--attention", type=click.Choice(["flash", "eager"]), help="Fused (flash/SDPA) or eager attention.")
-@click.option("--fused-norm/--unfused-norm", default=None,
-              help="Fused norm kernels (default) or PyTorch's composite nn.RMSNorm (fp32 copies).")
-@click.option("--loss", type=click.Choice(["auto", "vocab-parallel", "upcast", "chunked", "fused"]),
-              help="Cross-entropy: vocab-parallel (Megatron), upcast (fp32 logits), chunked, fused (no logits).")
-@click.option("--loss-chunks", type=POS, help="Chunks of a chunked loss (default 8).")
-@click.option("--compile-loss", is_flag=True, default=None, help="The loss runs under torch.compile (no fp32 copies).")
-@click.option("--offload", help="CPU offload, comma-separated: params, grads, optimizer, activations, all.")
-@click.option("--lora-rank", type=click.IntRange(min=0), help="Train LoRA adapters of this rank on a frozen base.")
-@click.option("--lora-targets", type=click.Choice(["attn", "qv", "all"]), help="attn: q,k,v,o; all: + MLP.")
+@setting_option(JobSettings, "optimizer")
+@setting_option(JobSettings, "optimizer_impl")
+@setting_option(JobSettings, "optimizer_in_backward")
+@setting_option(JobSettings, "recompute")
+@setting_option(JobSettings, "recompute_interval")
+@setting_option(JobSettings, "recompute_layers")
+@setting_option(JobSettings, "attention")
+@setting_option(JobSettings, "fused_norm")
+@setting_option(JobSettings, "loss")
+@setting_option(JobSettings, "loss_chunks")
+@setting_option(JobSettings, "compile_loss")
+@setting_option(JobSettings, "offload")
+@setting_option(JobSettings, "lora_rank")
+@setting_option(JobSettings, "lora_targets")
 @click.option("--qlora", is_flag=True, default=None, help="QLoRA: NF4 base (same as --base-quant nf4).")
-@click.option("--base-quant", type=click.Choice(["none", "nf4", "int8"]), help="Quantised frozen base (LoRA).")
-@click.option("--fp8", type=click.Choice(["none", "te", "torchao"]), help="FP8 linears (Transformer Engine, torchao).")
-@click.option("--fp8-allgather", is_flag=True, default=None, help="FSDP all-gathers weights in FP8.")
-@click.option("--deepspeed-engine", is_flag=True, default=None,
-              help="Megatron-DeepSpeed: Megatron's model under DeepSpeed's engine (fp32 gradient copy without ZeRO).")
-@click.option("--gpu-kind", type=click.Choice(["v100", "a100", "h100", "h200", "b200", "other"]),
-              help="GPU generation: the CUDA context differs (V100 ~1.2 GiB).")
+@setting_option(JobSettings, "base_quant")
+@setting_option(JobSettings, "fp8")
+@setting_option(JobSettings, "fp8_allgather")
+@setting_option(JobSettings, "deepspeed_engine")
+@setting_option(JobSettings, "gpu_kind")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), help="DeepSpeed config JSON.")
 @click.option("--megatron-yaml", type=click.Path(dir_okay=False), help="Megatron-style or NeMo YAML.")
 @click.option("--torchtitan-toml", type=click.Path(dir_okay=False), help="torchtitan train config TOML.")
-@click.option("--gpu-memory", callback=_size, help="GPU memory to plan against, e.g. 80GiB, 80G, 96GB (default: NVML).")
+@setting_option(JobSettings, "gpu_memory", callback=_size)
 @click.option("--search", "always_search", is_flag=True, help="Search the cheapest plans that fit even when this one fits.")
 @click.option("--min-gpus", is_flag=True, help="Also find the smallest GPU count on which some plan fits.")
 @config_option
@@ -134,55 +117,30 @@ def estimate_memory(fmt: str, output: str | None, width: int | None, no_color: b
     from llmdiag.config import Config
     from llmdiag.exitcodes import ExitCode
     from llmdiag.memory import checks, job
-    from llmdiag.memory.plan import parse_size
 
     guard_outputs([("-o", output)], [("--hf-config", kw["hf_config"]), ("--deepspeed-config", kw["deepspeed_config"]),
                                      ("--megatron-yaml", kw["megatron_yaml"]),
                                      ("--torchtitan-toml", kw["torchtitan_toml"]), ("--model", kw["model"])],
                   config_path=config_path, env=env)
-    cfg = Config.load(config_path, env)
-    section = cfg.section("job")
-    warnings: list[str] = []
-    dims = {k: kw.pop(k) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab",
-                                   "tied", "bias", "positions", "experts", "top_k", "shared_experts", "shared_ffn",
-                                   "dense_layers", "dense_ffn", "kv_lora_rank", "q_lora_rank", "qk_nope_dim",
-                                   "qk_rope_dim", "v_head_dim")}
-    titan = kw.pop("torchtitan_toml")
-    titan_model = None
-    if titan:
-        from llmdiag.memory import readers
-
-        titan_model = readers.from_torchtitan_toml(titan)[1]
-    model_name = kw.pop("model") or (None if kw["hf_config"] else section.get("model")) or \
-        (titan_model if not kw["hf_config"] else None)
-    params = kw.pop("params") or (section.get("params") if not (model_name or kw["hf_config"]) else None)
-    largest = kw.pop("largest_layer_params")
-    if kw.pop("fsdp"):
-        kw["zero"] = 3
-        kw["framework"] = kw["framework"] or "torch"
-    if kw.pop("qlora"):
-        kw["base_quant"] = "nf4"
-        kw["lora_rank"] = kw["lora_rank"] or 8
-    search_all, min_gpus = kw.pop("always_search"), kw.pop("min_gpus")
-    hf = kw.pop("hf_config")
-    m = job.resolve_model(model_name, hf, dims, warnings)
-    ds, mg, gpu = kw.pop("deepspeed_config"), kw.pop("megatron_yaml"), kw.pop("gpu_memory")
-    p = job.resolve_plan(section, ds, mg, kw, torchtitan=titan, warnings=warnings)
-    source = "--gpu-memory" if gpu else None
-    if gpu is None and section.get("gpu_memory"):
-        gpu, source = parse_size(section["gpu_memory"]), "config job.gpu_memory"
-    if gpu is None:
-        gpu, source = job.gpu_memory_from_nvml()
-    doc = job.build_doc(m, p, params=None if m else params, gpu_memory=gpu, gpu_memory_source=source,
-                        warnings=warnings, largest_layer=largest, search_gpus=min_gpus, always_search=search_all)
-    protect = [x for x in (ds, mg, titan, config_path, hf) if x]
+    section = Config.load(config_path, env).section("job")
+    flags = {key: value for (_, key), value in setting_flags().items()}
+    inputs = job.resolve(section, flags, dims={k: kw[k] for k in job.DIMENSIONS},
+                         extra_flags={k: kw[k] for k in job.SHORTHAND_FLAGS}, hf_config=kw["hf_config"],
+                         deepspeed=kw["deepspeed_config"], megatron=kw["megatron_yaml"],
+                         torchtitan=kw["torchtitan_toml"])
+    gpu, source = job.gpu_memory(flags.get("gpu_memory"), section)
+    doc = job.build_doc(inputs.model, inputs.plan, params=inputs.params, gpu_memory=gpu, gpu_memory_source=source,
+                        warnings=inputs.warnings, largest_layer=kw["largest_layer_params"],
+                        search_gpus=kw["min_gpus"], always_search=kw["always_search"])
+    protect = [x for x in (kw["deepspeed_config"], kw["megatron_yaml"], kw["torchtitan_toml"], config_path,
+                           kw["hf_config"]) if x]
     emit_doc(doc, fmt, output, width, no_color, env=env, protect=protect)
     for w in doc["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
-    invalid = [i for i in checks.failing(checks.check_plan(m, p)) if i.check in checks.INVALID]
+    invalid = [i for i in doc["plan_checks"] if i["severity"] == "fail" and i["check"] in checks.INVALID]
     if invalid:
         for i in invalid:
-            print(f"invalid plan: {i.message}; {i.fix}", file=sys.stderr)
+            print(f"invalid plan: {i['message']}; {i['fix']}", file=sys.stderr)
         raise SystemExit(ExitCode.USAGE_ERROR)
     if doc["status"] == "fail" or doc["verdict"] == "unknown":
         raise SystemExit(ExitCode.CHECKS_FAILED)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
+from llmdiag.cliutil import (config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, setting_flags,
+                             setting_option)
 from llmdiag.exitcodes import ExitCode
+from llmdiag.monitor.config import Settings
 
 
 def _describe(alert) -> str:
@@ -42,8 +44,7 @@ def _watch(pid: int):
 
 @click.command()
 @config_option
-@click.option("--interval", "interval_s", type=FiniteFloatRange(0.05, 3600), default=None, metavar="SECONDS",
-              help="Seconds between samples (default [monitor] interval_s = 5).")
+@setting_option(Settings, "interval_s")
 @click.option("--count", type=click.IntRange(1), default=None, help="Stop after N samples.")
 @click.option("--duration", "duration_s", type=FiniteFloatRange(0, min_open=True), default=None, metavar="SECONDS",
               help="Stop after this many seconds.")
@@ -55,8 +56,7 @@ def _watch(pid: int):
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="Serve the metrics on http://BIND:PORT/metrics (0: any free port, printed on stderr).")
 @click.option("--bind", default="0.0.0.0", show_default=True, help="Address the --port server listens on.")
-@click.option("--on-alert", "on_alert", default=None, metavar="CMD",
-              help="Run CMD (no shell) for every alert, the alert as JSON on stdin.")
+@setting_option(Settings, "on_alert")
 @click.option("--heartbeat-dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
               help="Shared directory: write this node's heartbeat there and alert on peers gone silent.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warning alerts too.")
@@ -80,7 +80,6 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     from llmdiag.config import Config
     from llmdiag.context import Context
     from llmdiag.monitor import sinks as S
-    from llmdiag.monitor.config import rules_from_config
     from llmdiag.monitor.gpus import GpuSampler
     from llmdiag.monitor.host import HostSampler
     from llmdiag.monitor.loop import MIN_STALL_S, Monitor, Sinks
@@ -88,20 +87,17 @@ def monitor(config_path, interval_s, count, duration_s, pid, timeline_path, prom
     env = dict(os.environ)
     guard_outputs([("-o", output), ("--timeline", timeline_path), ("--prometheus-file", prom_path)],
                   [("--replay-nvml", replay_nvml)], config_path=config_path, env=env)
-    config = Config.load(config_path, env).with_overrides({
-        ("monitor", "interval_s"): interval_s,
-        ("monitor", "on_alert"): on_alert,
-    })
-    settings = config.section("monitor")
-    rules = rules_from_config(config)
+    config = Config.load(config_path, env).with_overrides(setting_flags())
+    settings = config.settings(Settings)
+    rules = settings.rules()
     protect = [config_path] if config_path else []
     alive = _watch(pid) if pid is not None else None
 
     ctx = Context.create(config=config, env=env)
-    interval = settings["interval_s"]
+    interval = settings.interval_s
     sinks = Sinks(render_metrics=_render_prometheus)
-    if settings.get("on_alert"):
-        sinks.alert_command = S.AlertCommand(settings["on_alert"], settings["on_alert_timeout_s"], ctx.runner)
+    if settings.on_alert:
+        sinks.alert_command = S.AlertCommand(settings.on_alert, settings.on_alert_timeout_s, ctx.runner)
         sinks.alert_command.check()
     if heartbeat_dir:
         from llmdiag.monitor.heartbeat import Heartbeat

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
+from llmdiag.cliutil import config_option, emit_doc, guard_outputs, output_options, setting_flags, setting_option
 from llmdiag.exitcodes import ExitCode
-from llmdiag.ncclbench.config import BACKENDS, COLLECTIVES, DTYPES, OPS
+from llmdiag.ncclbench.config import COLLECTIVES, Settings
 
 
 def _long_only(*names: str):
@@ -39,22 +39,20 @@ def _corruption(value: str | None) -> tuple[int, int] | None:
 
 
 @click.command("nccl-bench")
-@click.option("-b", "--min-bytes", default=None, metavar="SIZE", help="Smallest message, e.g. 8, 1K, 16M (default 1K).")
-@click.option("-e", "--max-bytes", default=None, metavar="SIZE", help="Largest message, e.g. 1G (default 16M).")
-@click.option("-f", "--step-factor", type=click.IntRange(1, 1024), default=None, help="Size multiplier (default 2).")
-@click.option("-w", "--warmup-iters", type=click.IntRange(0), default=None, help="Untimed iterations per size.")
-@click.option("-n", "--iters", type=click.IntRange(1), default=None, help="Timed iterations per size.")
-@click.option("-c", "--check", type=click.IntRange(0, 1), default=None, help="1: count wrong elements; 0: skip.")
-@click.option("-d", "--dtype", type=click.Choice(DTYPES), default=None, help="Element type (default float).")
-@click.option("-o", "--op", type=click.Choice(OPS), default=None, help="Reduction op (default sum).")
-@click.option("-r", "--root", type=click.IntRange(0), default=None, help="Root rank of broadcast.")
-@click.option("-C", "--collective", "collectives", multiple=True, type=click.Choice(COLLECTIVES + ("all",)),
-              help="Collective to run (repeatable; default all_reduce).")
+@setting_option(Settings, "min_bytes")
+@setting_option(Settings, "max_bytes")
+@setting_option(Settings, "step_factor")
+@setting_option(Settings, "warmup_iters")
+@setting_option(Settings, "iters")
+@setting_option(Settings, "check", type=click.IntRange(0, 1), metavar="0|1")
+@setting_option(Settings, "dtype")
+@setting_option(Settings, "op")
+@setting_option(Settings, "root")
+@setting_option(Settings, "collectives", multiple=True, type=click.Choice(COLLECTIVES + ("all",)))
 @click.option("--nproc", type=click.IntRange(1, 256), default=None,
               help="Standalone: local processes (default: one per GPU, else [nccl_bench] nproc = 2).")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="nccl on GPUs, gloo on CPU (auto).")
-@click.option("--expect-busbw", type=FiniteFloatRange(0, min_open=True), default=None, metavar="GB/S",
-              help="Fail when the plateau busbw is below this (times [nccl_bench] min_fraction).")
+@setting_option(Settings, "backend")
+@setting_option(Settings, "expected_busbw_gbps", name="expect_busbw")
 @click.option("--pairwise", is_flag=True, help="Also measure send/recv between node pairs and name slow ones.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Also write the rows as CSV.")
 @click.option("--inject-corruption", default=None, hidden=True,
@@ -85,20 +83,7 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
 
     env = dict(os.environ)
     guard_outputs([("--output", output), ("--csv", csv_path)], config_path=config_path, env=env)
-    config = Config.load(config_path, env).with_overrides({
-        ("nccl_bench", "min_bytes"): min_bytes,
-        ("nccl_bench", "max_bytes"): max_bytes,
-        ("nccl_bench", "step_factor"): step_factor,
-        ("nccl_bench", "warmup_iters"): warmup_iters,
-        ("nccl_bench", "iters"): iters,
-        ("nccl_bench", "check"): None if check is None else bool(check),
-        ("nccl_bench", "dtype"): dtype,
-        ("nccl_bench", "op"): op,
-        ("nccl_bench", "root"): root,
-        ("nccl_bench", "collectives"): list(collectives) or None,
-        ("nccl_bench", "backend"): backend,
-        ("nccl_bench", "expected_busbw_gbps"): expect_busbw,
-    })
+    config = Config.load(config_path, env).with_overrides(setting_flags())
     settings = config.section("nccl_bench")
     spec = build_spec(settings, pairwise=pairwise, inject_corruption=_corruption(inject_corruption))
     info = parse_launcher(env)

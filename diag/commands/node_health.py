@@ -13,7 +13,8 @@ import time
 
 import click
 
-from llmdiag.cliutil import config_option, FiniteFloatRange
+from llmdiag.cliutil import config_option, FiniteFloatRange, setting_option
+from llmdiag.config import ClusterSettings
 
 #: default line length per protocol: NPD's max_output_length default; a Slurm reason for NHC
 MAX_OUTPUT = {"npd": 80, "nhc": 200}
@@ -32,7 +33,7 @@ RESERVE_S = 1.5
 @click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
 @click.option("--strict", is_flag=True, help="Warnings make the node NonOK too.")
-@click.option("--gpus-per-node", type=click.IntRange(0, 64), default=None, help="GPUs this node must show.")
+@setting_option(ClusterSettings, "gpus_per_node")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the full node report (JSON) to this file, for the details behind the line.")
 def node_health(config_path, protocol, budget_s, max_output_length, only, skip, strict, gpus_per_node, report_path):

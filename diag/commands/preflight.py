@@ -6,7 +6,9 @@ import sys
 
 import click
 
-from llmdiag.cliutil import config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options
+from llmdiag.cliutil import (config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, setting_flags,
+                             setting_option)
+from llmdiag.config import ClusterSettings, NetworkSettings
 from llmdiag.errors import UsageError
 from llmdiag.exitcodes import ExitCode
 
@@ -78,23 +80,18 @@ def _passthrough(config_path, only, skip, paths, shared_paths, port_range, node_
 def cluster_options(fn):
     """The flags of cluster mode (see docs/cluster.md)."""
     opts = [
-        click.option("--hostfile", type=click.Path(dir_okay=False), default=None,
-                     help="DeepSpeed/MPI hostfile: start an agent on every host over ssh (first host is rank 0)."),
-        click.option("--nnodes", type=click.IntRange(1, 100000), default=None, help="Nodes in the job."),
+        setting_option(ClusterSettings, "hostfile", type=click.Path(dir_okay=False)),
+        setting_option(ClusterSettings, "nodes", name="nnodes"),
         click.option("--node-rank", type=click.IntRange(0, 99999), default=None, help="This node's rank (0 hosts "
                      "the rendezvous)."),
-        click.option("--master-addr", default=None, metavar="HOST", help="Rendezvous host (MASTER_ADDR)."),
-        click.option("--master-port", type=click.IntRange(1, 65535), default=None, help="Rendezvous port."),
-        click.option("--node-report-dir", type=click.Path(file_okay=False), default=None,
-                     help="Every node writes its node report here (for `llmdiag report merge DIR`)."),
-        click.option("--full-matrix", is_flag=True, help="Port matrix between all pairs of nodes (default: ring "
-                     "neighbours + sampled peers)."),
-        click.option("--sample-peers", type=click.IntRange(0, 1024), default=None,
-                     help="Port matrix: random peers per node besides the ring neighbours."),
+        setting_option(ClusterSettings, "master_addr"),
+        setting_option(ClusterSettings, "master_port"),
+        setting_option(ClusterSettings, "node_report_dir", type=click.Path(file_okay=False)),
+        setting_option(ClusterSettings, "full_matrix"),
+        setting_option(ClusterSettings, "sample_peers"),
         click.option("--expected-hosts", default=None, hidden=True, help="Host names by node rank (set by --hostfile)."),
-        click.option("--remote-command", default=None, help="How to start llmdiag on each host (--hostfile)."),
-        click.option("--ssh-config", type=click.Path(dir_okay=False), default=None,
-                     help="ssh client config file for --hostfile (default: ~/.ssh/config)."),
+        setting_option(ClusterSettings, "remote_command"),
+        setting_option(ClusterSettings, "ssh_config", type=click.Path(dir_okay=False)),
         click.option("--slurm-drain", is_flag=True,
                      help="When a check fails, drain this Slurm node with the finding as the reason (prolog/NHC)."),
         click.option("--save-baseline", type=click.Path(file_okay=False), default=None, metavar="DIR",
@@ -115,9 +112,9 @@ def cluster_options(fn):
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("--timeout", "timeout_s", type=FiniteFloatRange(0.1, 3600), default=None,
               help="Deadline of every probe, in seconds (default: each probe's own).")
-@click.option("--gpus-per-node", type=click.IntRange(0, 64), default=None, help="GPUs every node must show.")
-@click.option("--port-range", default=None, metavar="LO-HI", help="Ports the job will bind.")
-@click.option("--interface", "interfaces", multiple=True, metavar="IF", help="Interface the job must use.")
+@setting_option(ClusterSettings, "gpus_per_node")
+@setting_option(NetworkSettings, "port_range")
+@setting_option(NetworkSettings, "interfaces", multiple=True)
 @click.option("--path", "paths", multiple=True, metavar="PATH",
               help="A path the job reads/writes (repeatable; replaces [filesystem] paths).")
 @click.option("--shared-path", "shared_paths", multiple=True, metavar="PATH",
@@ -152,17 +149,9 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
                   config_path=config_path, env=env)
     config = Config.load(config_path, env)
     overrides = {
-        ("cluster", "gpus_per_node"): gpus_per_node,
-        ("network", "port_range"): port_range,
-        ("network", "interfaces"): list(interfaces) or None,
+        **setting_flags(),
         ("filesystem", "paths"): _path_items(paths, shared_paths),
-        ("cluster", "timeout_s"): timeout_s,
-        ("cluster", "node_report_dir"): node_report_dir,
-        ("cluster", "full_matrix"): True if full_matrix else None,
-        ("cluster", "sample_peers"): sample_peers,
-        ("cluster", "remote_command"): remote_command,
-        ("cluster", "ssh_config"): ssh_config,
-        ("cluster", "hostfile"): hostfile,
+        ("cluster", "timeout_s"): timeout_s,  # --timeout bounds every probe too (below)
     }
     config = config.with_overrides(overrides)
     probes, load_errors = all_probes()

@@ -1,17 +1,94 @@
 """Resolve a planned job (model, plan, GPU memory) from its sources, and build the document.
 
-Shared by ``llmdiag estimate-memory`` and the preflight ``memory`` probe so both read the same
-inputs the same way: defaults < ``[job]`` config < DeepSpeed JSON < Megatron YAML < flags.
+Every input of ``llmdiag estimate-memory`` and of the preflight ``memory`` probe is merged here,
+in :func:`resolve` and :func:`gpu_memory`, so both read the same inputs the same way. Later wins:
+
+- plan: :class:`~llmdiag.memory.plan.Plan`'s defaults < ``[job]`` < torchtitan TOML < DeepSpeed
+  JSON < Megatron YAML < flags (``--fsdp`` and ``--qlora`` are shorthands expanded into flags);
+- model: ``--hf-config`` > ``--model`` > ``[job] model`` > the torchtitan TOML's model; explicit
+  dimensions (``--layers`` ...) replace the chosen model's; ``--params`` > ``[job] params`` count
+  only without a model;
+- GPU memory: ``--gpu-memory`` > ``[job] gpu_memory`` > the smallest GPU's total via NVML (the
+  probe measures free memory first: it judges this node now).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from llmdiag.errors import UsageError
 from llmdiag.memory import checks, estimate, models, plan, search
+
+
+#: estimate-memory's model dimension flags (they override the preset's or config.json's)
+DIMENSIONS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "gated", "vocab", "tied", "bias", "positions",
+              "experts", "top_k", "shared_experts", "shared_ffn", "dense_layers", "dense_ffn", "kv_lora_rank",
+              "q_lora_rank", "qk_nope_dim", "qk_rope_dim", "v_head_dim")
+#: plan flags without a [job] key: two shorthands and two plan fields only the command line sets
+SHORTHAND_FLAGS = ("fsdp", "qlora", "master_weights", "grad_fp32")
+
+
+@dataclasses.dataclass
+class JobInputs:
+    """The merged inputs: the model (None with a parameter count only), the plan, and what the
+    sources said that was not used."""
+
+    model: models.ModelSpec | None
+    plan: plan.Plan
+    params: float | None
+    warnings: list[str]
+
+
+def resolve(section: Mapping[str, Any], flags: Mapping[str, Any], *, dims: Mapping[str, Any] | None = None,
+            extra_flags: Mapping[str, Any] | None = None, hf_config: str | None = None,
+            deepspeed: str | None = None, megatron: str | None = None,
+            torchtitan: str | None = None) -> JobInputs:
+    """Merge every source of the job, in the module's documented order. ``section`` is the
+    validated ``[job]`` section, ``flags`` the ``[job]`` keys given on the command line (None: not
+    given), ``extra_flags`` the :data:`SHORTHAND_FLAGS`."""
+    warnings: list[str] = []
+    flags = dict(flags)
+    model_flag, params_flag = flags.pop("model", None), flags.pop("params", None)
+    flags.pop("gpu_memory", None)  # gpu_memory() merges it
+    extra = dict(extra_flags or {})
+    if extra.pop("fsdp", None):
+        flags.update(zero=3, framework=flags.get("framework") or "torch")
+    if extra.pop("qlora", None):
+        flags.update(base_quant="nf4", lora_rank=flags.get("lora_rank") or 8)
+    flags.update(extra)
+    from llmdiag.memory import readers
+
+    files: list[Mapping[str, Any]] = []  # the plan files, in precedence order
+    file_warnings: list[str] = []
+    titan_model = None
+    if torchtitan:
+        fields, titan_model, w = readers.from_torchtitan_toml(torchtitan)
+        files.append(fields)
+        file_warnings += w
+    for path, read in ((deepspeed, readers.from_deepspeed), (megatron, readers.from_megatron_yaml)):
+        if path:
+            fields, w = read(path)
+            files.append(fields)
+            file_warnings += w
+    model_name = model_flag or (None if hf_config else section.get("model")) or (titan_model if not hf_config else None)
+    params = params_flag or (section.get("params") if not (model_name or hf_config) else None)
+    m = resolve_model(model_name, hf_config, dims or {}, warnings)
+    warnings += file_warnings
+    p = resolve_plan(section, files, flags)
+    return JobInputs(m, p, None if m else params, warnings)
+
+
+def gpu_memory(flag: int | None, section: Mapping[str, Any], nvml_factory: Any = None) -> tuple[int | None, str]:
+    """The GPU memory to plan against and where it came from: ``--gpu-memory`` (bytes) >
+    ``[job] gpu_memory`` > the smallest local GPU's total via NVML."""
+    if flag is not None:
+        return flag, "--gpu-memory"
+    if section.get("gpu_memory"):
+        return plan.parse_size(section["gpu_memory"]), "config job.gpu_memory"
+    return gpu_memory_from_nvml(nvml_factory)
 
 
 def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, Any],
@@ -41,28 +118,12 @@ def resolve_model(model: str | None, hf_config: str | None, dims: Mapping[str, A
     return base
 
 
-def resolve_plan(job: Mapping[str, Any], deepspeed: str | None, megatron: str | None,
-                 flags: Mapping[str, Any], *, torchtitan: str | None = None,
-                 warnings: list[str] | None = None) -> plan.Plan:
-    """defaults < [job] < torchtitan TOML < DeepSpeed JSON < Megatron YAML < flags."""
-    from llmdiag.memory import readers
+def resolve_plan(job: Mapping[str, Any], files: list[Mapping[str, Any]], flags: Mapping[str, Any]) -> plan.Plan:
+    """The plan from its layers, later winning: defaults < [job] < ``files`` (as read, in their
+    order) < flags. A None value is "not given" in every layer."""
     from llmdiag.memory.config import PLAN_KEYS
 
-    warnings = [] if warnings is None else warnings
-    layers: list[Mapping[str, Any]] = [{k: job.get(k) for k in PLAN_KEYS}]
-    if torchtitan:
-        fields, _, w = readers.from_torchtitan_toml(torchtitan)
-        layers.append(fields)
-        warnings.extend(w)
-    if deepspeed:
-        fields, w = readers.from_deepspeed(deepspeed)
-        layers.append(fields)
-        warnings.extend(w)
-    if megatron:
-        fields, w = readers.from_megatron_yaml(megatron)
-        layers.append(fields)
-        warnings.extend(w)
-    layers.append(flags)
+    layers: list[Mapping[str, Any]] = [{k: job.get(k) for k in PLAN_KEYS}, *files, flags]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update({k: v for k, v in layer.items() if v is not None})

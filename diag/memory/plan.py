@@ -1,7 +1,7 @@
 """The training plan: parallel sizes, batch, precision, optimizer, recompute, attention kind.
 
-Sources, merged in this order (later wins): built-in defaults < project config ``[job]`` <
-DeepSpeed config JSON < Megatron-style YAML < command-line flags. ``dp="auto"`` is derived
+Sources are merged by :mod:`llmdiag.memory.job` (later wins): built-in defaults < project config
+``[job]`` < torchtitan TOML < DeepSpeed config JSON < Megatron-style YAML < command-line flags. ``dp="auto"`` is derived
 from the world size as world / (tp × pp × cp); the plan checks report what does not divide.
 """
 

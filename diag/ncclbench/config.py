@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from llmdiag.config import Field, register_section
+from llmdiag.config import section, setting
 from llmdiag.errors import UsageError
 from llmdiag.ncclbench.sizes import parse_size, size_sweep
 from llmdiag.vocab import Backend
@@ -35,67 +35,71 @@ def _collectives_ok(value: Any) -> str | None:
     return f"unknown collective(s) {', '.join(bad)} (accepted: {', '.join(COLLECTIVES)}, all)" if bad else None
 
 
-register_section(
-    "nccl_bench",
-    [
-        Field("expected_busbw_gbps", "float", None, "plateau bus bandwidth the hardware should reach (GB/s)", min=0),
-        Field("min_fraction", "float", 0.9, "pass when plateau busbw >= this fraction of the expected value",
-              min=0.01, max=1.0),
-        Field("collectives", "str_list", ["all_reduce"], "collectives to run", validator=_collectives_ok),
-        Field("min_bytes", "str", "1K", "smallest message (nccl-tests -b)", validator=_size_ok),
-        Field("max_bytes", "str", "16M", "largest message (nccl-tests -e)", validator=_size_ok),
-        Field("step_factor", "int", 2, "size multiplier between rows (nccl-tests -f)", min=1, max=1024),
-        Field("warmup_iters", "int", 5, "untimed iterations per size (nccl-tests -w)", min=0, max=100000),
-        Field("iters", "int", 20, "timed iterations per size (nccl-tests -n)", min=1, max=1000000),
-        Field("check", "bool", True, "count wrong elements after each collective (nccl-tests -c)"),
-        Field("dtype", "str", "float", "element type (nccl-tests -d)", choices=DTYPES),
-        Field("op", "str", "sum", "reduction operation (nccl-tests -o)", choices=OPS),
-        Field("root", "int", 0, "root rank of broadcast (nccl-tests -r)", min=0),
-        Field("backend", "str", "auto", "nccl on GPUs, gloo on CPU; auto picks", choices=BACKENDS),
-        Field("nproc", "int", 2, "CPU processes of a standalone run without GPUs", min=1, max=256),
-        Field("plateau_sizes", "int", 3, "the largest N sizes whose busbw form the plateau", min=1, max=64),
-        Field("straggler_fraction", "float", 0.5,
-              "a rank whose own busbw is below this fraction of the median rank's is a straggler",
-              min=0.0, max=1.0),
-        Field("pairwise_bytes", "str", "16M", "message size of each pairwise send/recv", validator=_size_ok),
-        Field("pairwise_iters", "int", 5, "timed exchanges per pair", min=1, max=100000),
-        Field("pairwise_low_fraction", "float", 0.5,
-              "a link below this fraction of the reference bandwidth is slow", min=0.01, max=1.0),
-        Field("pairwise_samples", "int", 2, "extra partners measured per suspect node after the ring", min=0,
-              max=64),
-        Field("memory_check", "bool", True,
-              "refuse (exit 2) a run whose buffers would not fit in free host/GPU memory"),
-        Field("timeout_s", "float", 300.0, "bound on the whole run (rendezvous included)", min=1, max=86400),
-        # The preflight probe's short version: small sizes, few iterations.
-        Field("probe_max_bytes", "str", "4M", "largest message of the preflight probe", validator=_size_ok),
-        Field("probe_iters", "int", 5, "timed iterations per size in the preflight probe", min=1, max=10000),
-        Field("probe_nproc", "int", 2, "local CPU processes of the probe without a cluster group", min=2,
-              max=64),
-        Field("auto_pairwise", "bool", True, "run --pairwise from preflight when busbw is low"),
-    ],
-    "Collective benchmark (llmdiag nccl-bench and the preflight 'nccl' probe).",
-)
+@section("nccl_bench", "Collective benchmark (llmdiag nccl-bench and the preflight 'nccl' probe).")
+class Settings:
+    expected_busbw_gbps: float | None = setting(None, "plateau bus bandwidth the hardware should reach (GB/s)",
+                                                min=0, flag=("--expect-busbw",), metavar="GB/S")
+    min_fraction: float = setting(0.9, "pass when plateau busbw >= this fraction of the expected value",
+                                  min=0.01, max=1.0)
+    collectives: list[str] = setting(["all_reduce"], "collectives to run (all: every one; the flag is repeatable)",
+                                     validator=_collectives_ok,
+                                     flag=("-C", "--collective"))
+    min_bytes: str = setting("1K", "smallest message, e.g. 8, 1K, 16M (nccl-tests -b)", validator=_size_ok,
+                             flag=("-b", "--min-bytes"), metavar="SIZE")
+    max_bytes: str = setting("16M", "largest message, e.g. 1G (nccl-tests -e)", validator=_size_ok,
+                             flag=("-e", "--max-bytes"), metavar="SIZE")
+    step_factor: int = setting(2, "size multiplier between rows (nccl-tests -f)", min=1, max=1024,
+                               flag=("-f", "--step-factor"))
+    warmup_iters: int = setting(5, "untimed iterations per size (nccl-tests -w)", min=0, max=100000,
+                                flag=("-w", "--warmup-iters"))
+    iters: int = setting(20, "timed iterations per size (nccl-tests -n)", min=1, max=1000000, flag=("-n", "--iters"))
+    check: bool = setting(True, "count wrong elements after each collective (nccl-tests -c; on the command line "
+                          "1 or 0)", flag=("-c", "--check"))
+    dtype: str = setting("float", "element type (nccl-tests -d)", choices=DTYPES, flag=("-d", "--dtype"))
+    op: str = setting("sum", "reduction operation (nccl-tests -o)", choices=OPS, flag=("-o", "--op"))
+    root: int = setting(0, "root rank of broadcast (nccl-tests -r)", min=0, flag=("-r", "--root"))
+    backend: str = setting("auto", "nccl on GPUs, gloo on CPU; auto picks", choices=BACKENDS, flag=("--backend",))
+    nproc: int = setting(2, "CPU processes of a standalone run without GPUs", min=1, max=256)
+    plateau_sizes: int = setting(3, "the largest N sizes whose busbw form the plateau", min=1, max=64)
+    straggler_fraction: float = setting(
+        0.5, "a rank whose own busbw is below this fraction of the median rank's is a straggler", min=0.0, max=1.0)
+    pairwise_bytes: str = setting("16M", "message size of each pairwise send/recv", validator=_size_ok)
+    pairwise_iters: int = setting(5, "timed exchanges per pair", min=1, max=100000)
+    pairwise_low_fraction: float = setting(0.5, "a link below this fraction of the reference bandwidth is slow",
+                                           min=0.01, max=1.0)
+    pairwise_samples: int = setting(2, "extra partners measured per suspect node after the ring", min=0, max=64)
+    memory_check: bool = setting(True, "refuse (exit 2) a run whose buffers would not fit in free host/GPU memory")
+    timeout_s: float = setting(300.0, "bound on the whole run (rendezvous included)", min=1, max=86400)
+    # The preflight probe's short version: small sizes, few iterations.
+    probe_max_bytes: str = setting("4M", "largest message of the preflight probe", validator=_size_ok)
+    probe_iters: int = setting(5, "timed iterations per size in the preflight probe", min=1, max=10000)
+    probe_nproc: int = setting(2, "local CPU processes of the probe without a cluster group", min=2, max=64)
+    auto_pairwise: bool = setting(True, "run --pairwise from preflight when busbw is low")
+
+
+_DEFAULT = Settings()
 
 
 @dataclasses.dataclass(frozen=True)
 class BenchSpec:
-    """What every rank runs. Sizes are bytes; ``inject_corruption`` is a test hook."""
+    """What every rank runs: the ``[nccl_bench]`` settings resolved (sizes in bytes, the sweep
+    expanded); its defaults are the section's. ``inject_corruption`` is a test hook."""
 
-    collectives: tuple[str, ...] = ("all_reduce",)
-    sizes: tuple[int, ...] = (1 << 10,)
-    warmup_iters: int = 5
-    iters: int = 20
-    check: bool = True
-    dtype: str = "float"
-    op: str = "sum"
-    root: int = 0
-    backend: str = "auto"
+    collectives: tuple[str, ...] = tuple(_DEFAULT.collectives)
+    sizes: tuple[int, ...] = (parse_size(_DEFAULT.min_bytes),)
+    warmup_iters: int = _DEFAULT.warmup_iters
+    iters: int = _DEFAULT.iters
+    check: bool = _DEFAULT.check
+    dtype: str = _DEFAULT.dtype
+    op: str = _DEFAULT.op
+    root: int = _DEFAULT.root
+    backend: str = _DEFAULT.backend
     pairwise: bool = False
-    pairwise_bytes: int = 16 << 20
-    pairwise_iters: int = 5
-    pairwise_low_fraction: float = 0.5
-    pairwise_samples: int = 2
-    timeout_s: float = 300.0
+    pairwise_bytes: int = parse_size(_DEFAULT.pairwise_bytes)
+    pairwise_iters: int = _DEFAULT.pairwise_iters
+    pairwise_low_fraction: float = _DEFAULT.pairwise_low_fraction
+    pairwise_samples: int = _DEFAULT.pairwise_samples
+    timeout_s: float = _DEFAULT.timeout_s
     #: (rank, elements): that rank overwrites this many elements of its result before the check.
     inject_corruption: tuple[int, int] | None = None
 

@@ -12,7 +12,7 @@ import argparse
 
 import click
 
-from llmdiag.config import Field, register_section
+from llmdiag.config import section, setting
 from llmdiag.util.clitypes import FiniteFloatRange
 from llmdiag.vocab import Backend
 
@@ -27,21 +27,17 @@ def _inject_error(specs) -> str | None:
     return None
 
 
-register_section(
-    "smoke",
-    [
-        Field("enabled", "bool", False, "run a short local 2-process CPU training when no cluster process group exists"),
-        Field("nproc", "int", 2, "processes of the local run", min=1, max=16),
-        Field("steps", "int", 8, "training steps of the smoke run", min=2, max=1000),
-        Field("timeout_s", "float", 90.0, "bound on the whole smoke run", min=5, max=3600),
-        Field("straggler_factor", "float", 3.0, "a rank whose own step time (outside the waits for its peers) exceeds "
-              "the step's median by this factor in most steps warns",
-              min=1.0, max=100),
-        Field("inject", "str_list", [], "faults for a rehearsal, as train --inject (e.g. \"slow@3:rank=1\")",
-              validator=_inject_error),
-    ],
-    "Smoke training in preflight (probe smoke-train).",
-)
+@section("smoke", "Smoke training in preflight (probe smoke-train).")
+class SmokeSettings:
+    enabled: bool = setting(False, "run a short local 2-process CPU training when no cluster process group exists")
+    nproc: int = setting(2, "processes of the local run", min=1, max=16)
+    steps: int = setting(8, "training steps of the smoke run", min=2, max=1000)
+    timeout_s: float = setting(90.0, "bound on the whole smoke run", min=5, max=3600)
+    straggler_factor: float = setting(
+        3.0, "a rank whose own step time (outside the waits for its peers) exceeds the step's median by this "
+        "factor in most steps warns", min=1.0, max=100)
+    inject: list[str] = setting([], "faults for a rehearsal, as train --inject (e.g. \"slow@3:rank=1\")",
+                                validator=_inject_error)
 
 
 #: shown by ``llmdiag train --help`` and ``python -m llmdiag.trainer --help``
