@@ -166,6 +166,8 @@ def express(case: dict[str, Any]) -> Expressed:
         kw["zero"] = int(par["zero_stage"])
     if par.get("sequence_parallel"):
         kw["sequence_parallel"] = True
+    if par.get("tp_comm_overlap") or tr.get("tp_comm_overlap"):
+        kw["tp_comm_overlap"] = True
     if par.get("distributed_optimizer") or tr.get("distributed_optimizer"):
         kw["distributed_optimizer"] = True
     mb = tr.get("micro_batch") or tr.get("local_batch") or tr.get("batch")

@@ -75,6 +75,7 @@ class Plan:
     pp_layers: tuple[int, ...] | None = None  # explicit layers per pipeline stage (uneven split)
     deepspeed_engine: bool = False  # Megatron-DeepSpeed: Megatron's model under DeepSpeed's engine and optimizer
     gpu_kind: str | None = None  # GPU generation (v100, a100, h100 ...): sets the CUDA context size
+    tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TE userbuffers per overlapped GEMM
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "seq_len", "gpus_per_node"):
