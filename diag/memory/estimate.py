@@ -31,6 +31,10 @@ CUDA_CONTEXT = int(0.5 * GIB)  # driver context with lazy module loading (cuBLAS
 # The context by GPU generation where it is known to differ: Volta (V100) measured ~1.2 GiB (its
 # kernels are not lazily loaded by the CUDA 11/12 builds PyTorch ships for sm_70 as for sm_80+)
 CUDA_CONTEXT_BY_GPU = {"v100": int(1.2 * GIB)}
+# Before CUDA 11.7 every kernel of every library was loaded when the context was created: over
+# 1 GB (pytorch/pytorch#107667, REFERENCE §3); 11.7 brought lazy module loading. The one eager
+# context measured here is the V100's 1.2 GiB.
+CUDA_CONTEXT_EAGER = int(1.2 * GIB)
 NCCL_PER_COMM = int(0.5 * GIB)  # rough buffers per communicator
 # Caching-allocator gap: share of the short-lived bytes (activations, loss, gathered weights,
 # step temporaries) the allocator keeps reserved but not allocated, plus a little of the rest.
@@ -428,12 +432,14 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
         lines += [dataclasses.replace(act, bytes=0.0), dataclasses.replace(loss, bytes=0.0),
                   dataclasses.replace(gline, bytes=0.0), bline, tline, wline, dataclasses.replace(spline, bytes=0.0)]
     ctx = CUDA_CONTEXT_BY_GPU.get((plan.gpu_kind or "").lower(), CUDA_CONTEXT)
+    if plan.module_loading == "eager":
+        ctx = max(ctx, CUDA_CONTEXT_EAGER)
     managed = _managed_line(sp, plan)
     nvls, nvls_local = runtime.nvls_buffers(plan, comms)
     ub, ubform = runtime.tp_comm_overlap_buffers(m, plan)
     outside = [
-        Line("cuda_context", ctx, "CUDA context" + (f" ({plan.gpu_kind})" if plan.gpu_kind else
-                                                     " (lazy module loading)"), {}),
+        Line("cuda_context", ctx, "CUDA context" + (f" ({plan.gpu_kind})" if plan.gpu_kind else "")
+             + f" ({plan.module_loading} module loading)", {"module_loading": plan.module_loading}),
         Line("nccl_buffers", NCCL_PER_COMM * len(comms), "NCCL buffers × communicators",
              {"communicators": comms, "per_communicator": NCCL_PER_COMM}),
         Line("nccl_nvls_buffers", nvls, "NVLink SHARP: local ranks × 288 MiB per communicator with > 2 on a node"

@@ -109,3 +109,29 @@ def test_tp_comm_overlap_is_read_from_a_megatron_or_nemo_yaml(tmp_path):
         assert p.tp_comm_overlap and p.tp == 4
         est = estimate.estimate(L8, p)
         assert _line(est, "tp_comm_overlap_buffers")["bytes"] == 10 * 2 * 8192 * 4096
+
+
+def test_an_eager_loaded_context_is_the_measured_1_2_gib():
+    p = Plan(tp=8, world_size=8)
+    lazy, eager = (_line(estimate.estimate(L8, p.replace(module_loading=m)), "cuda_context")["bytes"]
+                   for m in ("lazy", "eager"))
+    assert lazy == estimate.CUDA_CONTEXT and eager == int(1.2 * 2**30)
+    assert _line(estimate.estimate(L8, p.replace(gpu_kind="v100", module_loading="eager")), "cuda_context")["bytes"] \
+        == int(1.2 * 2**30)  # not counted twice
+    with pytest.raises(Exception, match="module_loading"):
+        Plan(dp=1, module_loading="sometimes")
+
+
+@pytest.mark.parametrize("notes, training, eager", [
+    ("Megatron-DeepSpeed (BLOOM prototyping, Feb 2022), A100-80GB", {}, True),
+    ("measured Aug 2022 on A100", {}, False),  # after CUDA 11.7
+    ("run in December 2021", {}, True),
+    ("", {"framework": "torch 1.11 + apex"}, True),
+    ("", {"framework": "megatron-core core_v0.6.0"}, False),  # no date, no version: today's lazy default
+    ("CUDA 11.8, Feb 2022 config reused", {}, False),  # a stated CUDA version wins over a date
+    ("CUDA 11.3", {}, True),
+])
+def test_cases_before_cuda_11_7_load_modules_eagerly(notes, training, eager):
+    from llmdiag.memory import cases
+
+    assert cases._before_lazy_loading({"notes": notes, "training": training}) is eager
