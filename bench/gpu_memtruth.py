@@ -59,21 +59,48 @@ GRID: list[tuple[str, int, int, str, str]] = [
 #: --quick: the small end of the grid, one of each recompute kind and mode
 QUICK = [GRID[0], GRID[3], GRID[4], GRID[6], GRID[9], GRID[13]]
 
+#: Mechanism plans, run after the grid (quick runs too), each one process on one GPU:
+#: - ``moe``: a Mixtral-like decoder (8 experts, top-2, token-choice routing with an fp32 router),
+#:   every expert on this GPU (ep = etp = edp = 1): the experts' parameters, gradients, master
+#:   weights and moments, and the dispatch's activations (permuted tokens, expert outputs);
+#: - ``paged``: bitsandbytes' PagedAdamW8bit over the fp32 masters (state in CUDA managed memory,
+#:   outside the caching allocator); skipped with the reason when bitsandbytes is absent;
+#: - ``pp``: pipeline stage 0 of ``pp`` stages run alone, its 1F1B order (warm-up forwards, then one
+#:   forward and one backward each, the gradient of the stage output standing in for the next
+#:   stage's), gradients accumulated over the micro batches: compared with the estimate's stage 0.
+MECHANISMS: list[dict[str, Any]] = [
+    dict(MODELS["0.6b"], model="moe-0.64b", layers=8, hidden=1024, heads=16, kv_heads=4, ffn=2816, experts=8, top_k=2,
+         seq=2048, micro_batch=2, recompute="none", mode="moe"),
+    dict(MODELS["0.6b"], model="0.6b", seq=2048, micro_batch=1, recompute="none", mode="paged"),
+    dict(MODELS["1.1b"], model="1.1b", seq=4096, micro_batch=2, recompute="none", mode="pp", pp=2, microbatches=4),
+]
+
 
 def config(model: str, seq: int, mb: int, recompute: str, mode: str) -> dict[str, Any]:
     return dict(MODELS[model], model=model, seq=seq, micro_batch=mb, recompute=recompute, mode=mode)
 
 
 def grid(quick: bool = False) -> list[dict[str, Any]]:
-    """The points in the order they run: the quick ones first, so that a run cut short by its
-    time budget still covers every model size, recompute kind and mode it reached."""
-    return [config(*g) for g in (QUICK if quick else QUICK + [g for g in GRID if g not in QUICK])]
+    """The points in the order they run: the quick ones first, then the mechanism plans (MoE, paged
+    optimizer, a pipeline stage), then the rest of the grid, so that a run cut short by its time
+    budget still covers every model size, recompute kind, mode and mechanism it reached."""
+    rest = [] if quick else [config(*g) for g in GRID if g not in QUICK]
+    return [config(*g) for g in QUICK] + [dict(c) for c in MECHANISMS] + rest
 
 
 def param_count(c: dict[str, Any]) -> int:
     h, kvd = c["hidden"], c["kv_heads"] * (c["hidden"] // c["heads"])
-    layer = 2 * h * h + 2 * h * kvd + 3 * h * c["ffn"] + 2 * h
+    e = c.get("experts") or 0
+    mlp = e * 3 * h * c["ffn"] + h * e if e else 3 * h * c["ffn"]  # routed experts and the router
+    layer = 2 * h * h + 2 * h * kvd + mlp + 2 * h
     return c["layers"] * layer + h + c["vocab"] * h * (1 if c["tied"] else 2)
+
+
+def stage_layers(c: dict[str, Any]) -> int:
+    """Layers of pipeline stage 0: the estimate's even split (the remainder goes to stage 0 first
+    when pp = 2)."""
+    pp = c.get("pp", 1)
+    return c["layers"] // pp + (1 if c["layers"] % pp else 0)
 
 
 def estimate_argv(c: dict[str, Any], gpu_memory_bytes: int | None, fused_norm: bool = False) -> list[str]:
@@ -88,6 +115,14 @@ def estimate_argv(c: dict[str, Any], gpu_memory_bytes: int | None, fused_norm: b
         argv += ["--gpu-memory", f"{gpu_memory_bytes // (1024 * 1024)}MiB"]
     if c["mode"] == "fsdp":
         argv.append("--fsdp")
+    if c.get("experts"):
+        argv += ["--experts", str(c["experts"]), "--top-k", str(c["top_k"]), "--ep", "1"]
+    if c["mode"] == "paged":
+        argv[argv.index("adamw")] = "paged-adam8bit"
+    if c["mode"] == "pp":
+        pp = int(c["pp"])
+        argv[argv.index("--world-size") + 1] = str(pp)
+        argv += ["--pp", str(pp), "--global-batch", str(c["microbatches"] * c["micro_batch"])]
     return argv
 
 
@@ -104,6 +139,10 @@ def run_estimate(c: dict[str, Any], gpu_memory_bytes: int | None, timeout: float
     try:
         doc = json.loads(p.stdout)
         b = doc["breakdown"]
+        if c["mode"] == "pp":  # the measured process is stage 0: its own device and allocated peak
+            st = next(x for x in doc["stages"] if x["stage"] == 0)
+            return {"total": int(st["device"]), "without_overheads": int(st["allocated"]),
+                    "params": int(doc["params_total"]), "verdict": doc.get("verdict"), "stage": 0}
         return {"total": int(b["total"]), "without_overheads": int(b["total"] - b["overheads"]),
                 "params": int(doc["params_total"]), "verdict": doc.get("verdict")}
     except (ValueError, KeyError, TypeError) as exc:
@@ -126,8 +165,15 @@ def _model(c: dict[str, Any]):
             self.n1, self.n2 = nn.RMSNorm(h), nn.RMSNorm(h)
             self.qkv = nn.Linear(h, (self.a + 2 * self.kv) * self.d, bias=False)
             self.o = nn.Linear(h, h, bias=False)
-            self.gate, self.up = nn.Linear(h, c["ffn"], bias=False), nn.Linear(h, c["ffn"], bias=False)
-            self.down = nn.Linear(c["ffn"], h, bias=False)
+            self.experts = None
+            if c.get("experts"):
+                f, lin = c["ffn"], (lambda i, o: nn.Linear(i, o, bias=False))
+                self.router = lin(h, c["experts"])
+                self.experts = nn.ModuleList(nn.ModuleList([lin(h, f), lin(h, f), lin(f, h)])
+                                             for _ in range(c["experts"]))
+            else:
+                self.gate, self.up = nn.Linear(h, c["ffn"], bias=False), nn.Linear(h, c["ffn"], bias=False)
+                self.down = nn.Linear(c["ffn"], h, bias=False)
 
         def core(self, q, k, v):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
@@ -143,7 +189,25 @@ def _model(c: dict[str, Any]):
                 o = self.core(q, k, v)
             x = x + self.o(o.transpose(1, 2).reshape(b, s, h))
             y = self.n2(x)
+            if self.experts is not None:
+                return x + self.moe(y)
             return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+        def moe(self, y):
+            """Token-choice top-k routing: each expert runs on the tokens routed to it and its
+            output, weighted by the routing probability, is added back at their positions."""
+            import torch
+
+            b, s, h = y.shape
+            flat = y.reshape(-1, h)
+            probs = self.router(flat).float().softmax(-1)
+            w, idx = probs.topk(c["top_k"], -1)
+            out = torch.zeros_like(flat)
+            for e, (g, u, d) in enumerate(self.experts):
+                tok, slot = (idx == e).nonzero(as_tuple=True)
+                ye = flat[tok]
+                out = out.index_add(0, tok, d(F.silu(g(ye)) * u(ye)) * w[tok, slot, None].to(ye.dtype))
+            return out.view(b, s, h)
 
         def forward(self, x):
             if c["recompute"] == "full":
@@ -153,17 +217,22 @@ def _model(c: dict[str, Any]):
     class Llama(nn.Module):
         def __init__(self):
             super().__init__()
+            stage0 = c["mode"] == "pp"  # the first pipeline stage: embedding and its layers, no head
             self.emb = nn.Embedding(c["vocab"], c["hidden"])
-            self.blocks = nn.ModuleList(Block() for _ in range(c["layers"]))
-            self.norm = nn.RMSNorm(c["hidden"])
-            self.head = nn.Linear(c["hidden"], c["vocab"], bias=False)
-            if c["tied"]:
-                self.head.weight = self.emb.weight
+            self.blocks = nn.ModuleList(Block() for _ in range(stage_layers(c) if stage0 else c["layers"]))
+            self.norm = self.head = None
+            if not stage0:
+                self.norm = nn.RMSNorm(c["hidden"])
+                self.head = nn.Linear(c["hidden"], c["vocab"], bias=False)
+                if c["tied"]:
+                    self.head.weight = self.emb.weight
 
         def forward(self, ids, labels):
             x = self.emb(ids)
             for blk in self.blocks:
                 x = blk(x)
+            if self.head is None:
+                return x  # the stage output sent to the next stage
             logits = self.head(self.norm(x))
             return F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.reshape(-1))
 
@@ -181,6 +250,49 @@ def _nvml_used(index: int) -> int | None:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - no NVML: the process total is then not measured
         return None
+
+
+def paged_unavailable(cuda: bool) -> str | None:
+    """Why a paged optimizer cannot run here, or None."""
+    if not cuda:
+        return "paged optimizers need CUDA managed memory (no GPU)"
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - absent or broken: the plan is skipped with the reason
+        return f"bitsandbytes is not importable ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def stage0_1f1b(model, c: dict[str, Any], dev, gen):
+    """One step of pipeline stage 0 under 1F1B: ``min(pp − 1, m)`` warm-up forwards, then a forward
+    and a backward each, then the remaining backwards; each backward takes a random gradient of
+    the stage output (what stage 1 would send). Returns the last output's mean square (finite check)."""
+    import collections
+
+    import torch
+
+    m, warm = int(c["microbatches"]), min(int(c["pp"]) - 1, int(c["microbatches"]))
+    held: collections.deque = collections.deque()
+    last = None
+
+    def forward():
+        ids = torch.randint(0, c["vocab"], (c["micro_batch"], c["seq"]), device=dev, generator=gen)
+        held.append(model(ids, None))
+
+    def backward():
+        nonlocal last
+        y = held.popleft()
+        y.backward(torch.randn(y.shape, device=dev, dtype=y.dtype, generator=gen) * 1e-3)
+        last = y.detach().float().pow(2).mean()
+
+    for _ in range(warm):
+        forward()
+    for _ in range(m - warm):
+        forward()
+        backward()
+    for _ in range(warm):
+        backward()
+    return last
 
 
 def worker(c: dict[str, Any], steps: int = 3) -> dict[str, Any]:
@@ -215,11 +327,23 @@ def worker(c: dict[str, Any], steps: int = 3) -> dict[str, Any]:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
         pairs = []
     else:
+        def make_opt(m):
+            return torch.optim.AdamW([m], lr=1e-4, fused=cuda)
+
+        if c["mode"] == "paged":
+            why = paged_unavailable(cuda)
+            if why:
+                return {"device": str(dev), "skipped": why, "finite": True, "torch": torch.__version__}
+            import bitsandbytes as bnb
+
+            def make_opt(m):
+                return bnb.optim.PagedAdamW8bit([m], lr=1e-4)
+
         params = [p for p in model.parameters()]
         masters = [p.detach().clone() for p in params]
         model.to(torch.bfloat16)
         params = [p for p in model.parameters()]  # same order; tied weights appear once
-        pairs = [(p, m, torch.optim.AdamW([m], lr=1e-4, fused=cuda)) for p, m in zip(params, masters)]
+        pairs = [(p, m, make_opt(m)) for p, m in zip(params, masters)]
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -229,9 +353,12 @@ def worker(c: dict[str, Any], steps: int = 3) -> dict[str, Any]:
     losses, step_s, peaks = [], [], []
     for _ in range(steps):
         t = time.perf_counter()
-        ids = torch.randint(0, c["vocab"], (c["micro_batch"], c["seq"] + 1), device=dev, generator=gen)
-        loss = model(ids[:, :-1], ids[:, 1:])
-        loss.backward()
+        if c["mode"] == "pp":
+            loss = stage0_1f1b(model, c, dev, gen)
+        else:
+            ids = torch.randint(0, c["vocab"], (c["micro_batch"], c["seq"] + 1), device=dev, generator=gen)
+            loss = model(ids[:, :-1], ids[:, 1:])
+            loss.backward()
         if pairs:
             with torch.no_grad():
                 for p, m, o in pairs:

@@ -638,11 +638,23 @@ def check_memory(run: Run, budget: Budget) -> Check:
         worker = _last_json(p.stdout)
         ok = worker is not None and worker.get("finite") and "error" not in est
         numbers = {"tiny_worker": worker, "estimate_first_grid_point": est}
-        if not ok:
-            return Check(name, "fail", f"CPU plumbing broke: worker exit {p.returncode} {p.tail(2)}; estimate {est}",
-                         numbers=numbers)
+        # the mechanism plans' code paths at tiny size (MoE routing, a stage's 1F1B order, the paged
+        # optimizer's skip) and their estimates at full size
+        mech = {}
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            ests = {m["mode"]: pool.submit(MT.run_estimate, m, 150 * 2**30, min(60, budget.left())) for m in MT.MECHANISMS}
+            for m in MT.MECHANISMS:
+                tiny = {**m, **MT.MODELS["tiny"], "seq": 32, "micro_batch": 1}
+                q = sh([sys.executable, str(BENCH / "gpu_memtruth.py"), "worker", json.dumps(tiny)], budget, cap=120)
+                mech[m["mode"]] = {"tiny_worker": _last_json(q.stdout), "estimate": ests[m["mode"]].result()}
+        numbers["mechanisms"] = mech
+        broken = [k for k, v in mech.items() if not (v["tiny_worker"] or {}).get("finite") or "error" in v["estimate"]]
+        if not ok or broken:
+            return Check(name, "fail", f"CPU plumbing broke: worker exit {p.returncode} {p.tail(2)}; estimate {est}; "
+                         f"mechanism plans broken: {broken}", numbers=numbers)
         return Check(name, "skip", f"no GPU: peaks not measured; CPU part passed (tiny model, 3 mixed-precision "
-                     f"AdamW steps, losses finite; estimate for {MT.grid()[0]['model']}: {est['total'] / 2**30:.2f} GiB)",
+                     f"AdamW steps, losses finite; estimate for {MT.grid()[0]['model']}: {est['total'] / 2**30:.2f} GiB; "
+                     f"MoE, pipeline-stage and paged-optimizer plans: code paths run tiny, estimates made)",
                      numbers=numbers)
     points = MT.grid(run.quick)
     rows: list[dict[str, Any]] = []
@@ -657,7 +669,9 @@ def check_memory(run: Run, budget: Budget) -> Check:
                    cap=min(90.0, budget.left() - 10))
             w = _last_json(p.stdout)
             row = {**c, "params": MT.param_count(c)}
-            if w is None:
+            if w is not None and w.get("skipped"):
+                row["skipped"] = w["skipped"]  # e.g. no bitsandbytes for the paged optimizer
+            elif w is None:
                 oom = "OutOfMemoryError" in p.stderr or "out of memory" in p.stderr
                 row["error"] = ("measured: out of memory" if oom else
                                 f"worker exit {p.returncode}: {p.tail(1)[:200]}")
@@ -677,12 +691,14 @@ def check_memory(run: Run, budget: Budget) -> Check:
                "mean_abs_error_total_pct": round(sum(errs) / len(errs), 2) if errs else None}
     failed = [r for r in rows if "error" in r and not r["error"].startswith("not run")]
     unrun = [r for r in rows if r.get("error", "").startswith("not run")]
-    numbers.update(failed=len(failed), not_run_for_time=len(unrun))
+    skipped = [r for r in rows if r.get("skipped")]
+    numbers.update(failed=len(failed), not_run_for_time=len(unrun), skipped=len(skipped))
     status = "pass" if measured and not failed else "fail"
     return Check(name, status, f"{len(measured)}/{len(rows)} grid points measured; |error| of the estimate's total vs "
                  f"the process's device memory: mean {numbers['mean_abs_error_total_pct']}%, worst "
                  f"{numbers['worst_abs_error_total_pct']}%" + (f"; {len(failed)} failed" if failed else "")
-                 + (f"; {len(unrun)} not run (time budget)" if unrun else ""), numbers=numbers, details=rows)
+                 + (f"; {len(unrun)} not run (time budget)" if unrun else "")
+                 + "".join(f"; {r['mode']} skipped: {r['skipped']}" for r in skipped), numbers=numbers, details=rows)
 
 
 def _last_json(text: str) -> dict[str, Any] | None:
@@ -705,7 +721,7 @@ CHECKS: list[tuple[str, Callable[[Run, Budget], Check], float, float]] = [
     ("xid-events", check_xid, 15, 15),
     ("gpu-probe", check_gpu_probe, 40, 40),
     ("dcgm-platform", check_dcgm_platform, 60, 30),  # DCGM level 1: under a minute on one GPU
-    ("memory-truth", check_memory, 230, 100),  # alone on the GPU: the process's memory is read through NVML
+    ("memory-truth", check_memory, 275, 140),  # alone on the GPU: the process's memory is read through NVML
     ("nccl-bench", check_nccl_bench, 50, 40),
     ("probes-in-nccl-group", check_probes_in_group, 60, 90),
     ("trainer-fsdp", check_fsdp, 50, 40),
@@ -811,7 +827,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for r in mem["details"]:
             w, e, ef = r.get("measured") or {}, r.get("estimate") or {}, r.get("estimate_fused_norm") or {}
             fused = MT.signed_error(ef.get("total"), w.get("process_used"))
-            note = f" ({r['error']})" if r.get("error") else ""
+            note = f" ({r['error']})" if r.get("error") else (f" (skipped: {r['skipped']})" if r.get("skipped") else "")
             lines.append(f"| {r['model']}{note} | {r.get('params', 0) / 1e9:.2f}B | {r['seq']} | {r['micro_batch']} "
                          f"| {r['recompute']} | {r['mode']} | {_gib(w.get('peak_allocated'))} | "
                          f"{_gib(w.get('peak_reserved'))} | {_gib(w.get('process_used'))} | {_gib(e.get('total'))} | "

@@ -166,6 +166,8 @@ def express(case: dict[str, Any]) -> Expressed:
         kw["zero"] = int(par["zero_stage"])
     if par.get("sequence_parallel"):
         kw["sequence_parallel"] = True
+    if par.get("tp_comm_overlap") or tr.get("tp_comm_overlap"):
+        kw["tp_comm_overlap"] = True
     if par.get("distributed_optimizer") or tr.get("distributed_optimizer"):
         kw["distributed_optimizer"] = True
     mb = tr.get("micro_batch") or tr.get("local_batch") or tr.get("batch")
@@ -254,11 +256,30 @@ def express(case: dict[str, Any]) -> Expressed:
         measure = "allocated"
     if kw.get("dp", 1) > 1 and kw.get("zero") is None and "distributed_optimizer" not in kw and measure == "comm_buckets":
         kw["zero"] = 2
+    if _before_lazy_loading(case):
+        kw["module_loading"] = "eager"
     kind = re.search(r"\b(v100|a100|a800|h100|h800|h200|b200)\b",
                      (str(case["parallel"].get("gpus", "")) + " " + str(case.get("notes", ""))).lower())
     if kind:
         kw["gpu_kind"] = {"a800": "a100", "h800": "h100"}.get(kind.group(1), kind.group(1))
     return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
+
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def _before_lazy_loading(case: dict[str, Any]) -> bool:
+    """The run used a CUDA without lazy module loading (before 11.7, mid-2022): a CUDA 10 / 11.0-11.6
+    or torch < 1.13 named in the case, or a run dated before July 2022 ("Feb 2022")."""
+    text = (str(case.get("notes", "")) + " " + json.dumps(case.get("training", {}))).lower()
+    cuda = re.search(r"cuda[\s_-]*(\d+)\.(\d+)", text)
+    if cuda:
+        return (int(cuda.group(1)), int(cuda.group(2))) < (11, 7)
+    torch = re.search(r"\btorch[\s_-]*(?:version\s*)?(\d+)\.(\d+)", text)
+    if torch:
+        return (int(torch.group(1)), int(torch.group(2))) < (1, 13)
+    dated = re.search(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.?\s+(20\d\d)\b", text)
+    return bool(dated) and (int(dated.group(2)), _MONTHS.index(dated.group(1))) < (2022, 6)
 
 
 def evaluate(case: dict[str, Any]) -> dict[str, Any]:

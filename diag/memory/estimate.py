@@ -21,16 +21,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from llmdiag.memory import activations, groups
+from llmdiag.memory import activations, groups, runtime
 from llmdiag.memory.models import ModelSpec
 from llmdiag.memory.plan import Plan
 
 GIB = 1024**3
 REDUCE_BYTES = 4  # FSDP's reduce dtype under mixed precision (torchtitan mixed_precision_reduce = float32)
-CUDA_CONTEXT = int(0.5 * GIB)  # context + cuBLAS workspace with lazy module loading
+CUDA_CONTEXT = int(0.5 * GIB)  # driver context with lazy module loading (cuBLAS workspaces: runtime.py)
 # The context by GPU generation where it is known to differ: Volta (V100) measured ~1.2 GiB (its
 # kernels are not lazily loaded by the CUDA 11/12 builds PyTorch ships for sm_70 as for sm_80+)
 CUDA_CONTEXT_BY_GPU = {"v100": int(1.2 * GIB)}
+# Before CUDA 11.7 every kernel of every library was loaded when the context was created: over
+# 1 GB (pytorch/pytorch#107667, REFERENCE §3); 11.7 brought lazy module loading. The one eager
+# context measured here is the V100's 1.2 GiB.
+CUDA_CONTEXT_EAGER = int(1.2 * GIB)
 NCCL_PER_COMM = int(0.5 * GIB)  # rough buffers per communicator
 # Caching-allocator gap: share of the short-lived bytes (activations, loss, gathered weights,
 # step temporaries) the allocator keeps reserved but not allocated, plus a little of the rest.
@@ -397,8 +401,12 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
         # until then every gradient is held unsharded, accumulated in the reduce dtype (fp32)
         grads_fb = sp.trainable * REDUCE_BYTES
         gnote = f"; under PP: unsharded until the last micro batch, P_trainable × {REDUCE_BYTES} B (fp32 reduce dtype)"
-    base = sb["weights"] + sb["master_weights"] + sb["optimizer_states"]
-    fb_transient = act.bytes + loss.bytes + gathered
+    ws, wsform = runtime.cublas_workspaces(plan)
+    wline = Line("cublas_workspaces", ws, wsform, {"gpu_kind": plan.gpu_kind, "framework": plan.framework})
+    spg, spform = runtime.sp_gather_buffer(m, plan)
+    spline = Line("sp_gather_buffer", spg, spform, {"tp": plan.tp, "sequence_parallel": plan.sequence_parallel})
+    base = sb["weights"] + sb["master_weights"] + sb["optimizer_states"] + ws
+    fb_transient = act.bytes + loss.bytes + gathered + spg
     fb = base + grads_fb + bucket + fb_transient
     step = base + sb["gradients"] + bucket + temps
     if plan.optimizer_in_backward:
@@ -419,17 +427,25 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
     lines = list(states)
     if phase == "forward/backward":
         lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula + gnote)
-        lines += [act, loss, gline, bline, dataclasses.replace(tline, bytes=0.0)]
+        lines += [act, loss, gline, bline, dataclasses.replace(tline, bytes=0.0), wline, spline]
     else:
         lines += [dataclasses.replace(act, bytes=0.0), dataclasses.replace(loss, bytes=0.0),
-                  dataclasses.replace(gline, bytes=0.0), bline, tline]
+                  dataclasses.replace(gline, bytes=0.0), bline, tline, wline, dataclasses.replace(spline, bytes=0.0)]
     ctx = CUDA_CONTEXT_BY_GPU.get((plan.gpu_kind or "").lower(), CUDA_CONTEXT)
+    if plan.module_loading == "eager":
+        ctx = max(ctx, CUDA_CONTEXT_EAGER)
     managed = _managed_line(sp, plan)
+    nvls, nvls_local = runtime.nvls_buffers(plan, comms)
+    ub, ubform = runtime.tp_comm_overlap_buffers(m, plan)
     outside = [
-        Line("cuda_context", ctx, "CUDA context + cuBLAS workspace" + (f" ({plan.gpu_kind})" if plan.gpu_kind else
-                                                                        " (lazy module loading)"), {}),
+        Line("cuda_context", ctx, "CUDA context" + (f" ({plan.gpu_kind})" if plan.gpu_kind else "")
+             + f" ({plan.module_loading} module loading)", {"module_loading": plan.module_loading}),
         Line("nccl_buffers", NCCL_PER_COMM * len(comms), "NCCL buffers × communicators",
              {"communicators": comms, "per_communicator": NCCL_PER_COMM}),
+        Line("nccl_nvls_buffers", nvls, "NVLink SHARP: local ranks × 288 MiB per communicator with > 2 on a node"
+             if nvls else "no NVLS (pre-Hopper, or no group with more than two ranks on a node)",
+             {"local_ranks": nvls_local, "per_local_rank": runtime.NVLS_PER_LOCAL_RANK}),
+        Line("tp_comm_overlap_buffers", ub, ubform, {"tp_comm_overlap": plan.tp_comm_overlap}),
         managed,
     ]
     lines += [Line("allocator_reserve", gap, f"reserved − allocated: {RESERVE_TRANSIENT:g} × short-lived blocks"
@@ -520,8 +536,9 @@ def host_lines(sp: StageParams, plan: Plan) -> list[Line]:
     return out
 
 
-OVERHEADS = ("gathered_params", "comm_buckets", "optimizer_step_temporaries", "allocator_reserve", "cuda_context",
-             "nccl_buffers", "managed_memory")
+OVERHEADS = ("gathered_params", "comm_buckets", "optimizer_step_temporaries", "cublas_workspaces", "sp_gather_buffer",
+             "allocator_reserve", "cuda_context", "nccl_buffers", "nccl_nvls_buffers", "tp_comm_overlap_buffers",
+             "managed_memory")
 
 
 def stage_lines(m: ModelSpec | None, params: float | None, plan: Plan, stage: int) -> list[Line]:

@@ -22,6 +22,7 @@ LOSSES = ("auto", "vocab-parallel", "upcast", "chunked", "fused")
 FP8 = ("none", "te", "torchao")
 QUANT = ("none", "nf4", "int8")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach")
+MODULE_LOADING = ("lazy", "eager")
 
 
 MAX_WORLD = 2**20  # GPUs: ten times the largest clusters built; bounds the search's run time
@@ -75,6 +76,8 @@ class Plan:
     pp_layers: tuple[int, ...] | None = None  # explicit layers per pipeline stage (uneven split)
     deepspeed_engine: bool = False  # Megatron-DeepSpeed: Megatron's model under DeepSpeed's engine and optimizer
     gpu_kind: str | None = None  # GPU generation (v100, a100, h100 ...): sets the CUDA context size
+    tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TE userbuffers per overlapped GEMM
+    module_loading: str = "lazy"  # CUDA module loading: lazy (CUDA >= 11.7) or eager (every kernel at init)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "seq_len", "gpus_per_node"):
@@ -104,7 +107,8 @@ class Plan:
                 raise UsageError(f"plan: {f} must be a positive integer, got {getattr(self, f)!r}")
         for f, allowed in (("precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("recompute", RECOMPUTE),
                            ("attention", ATTENTION), ("framework", FRAMEWORKS), ("loss", LOSSES), ("fp8", FP8),
-                           ("base_quant", QUANT), ("optimizer_impl", OPTIMIZER_IMPLS)):
+                           ("base_quant", QUANT), ("optimizer_impl", OPTIMIZER_IMPLS),
+                           ("module_loading", MODULE_LOADING)):
             if getattr(self, f) not in allowed:
                 raise UsageError(f"plan: {f} must be one of {', '.join(allowed)}, got {getattr(self, f)!r}")
 

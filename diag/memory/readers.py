@@ -154,6 +154,7 @@ _MEGATRON_KEYS = {
     "global_batch_size": "global_batch", "seq_length": "seq_len", "encoder_seq_length": "seq_len",
     "use_distributed_optimizer": "distributed_optimizer", "world_size": "world_size",
     "recompute_num_layers": "recompute_layers", "activations_checkpoint_num_layers": "recompute_layers",
+    "tp_comm_overlap": "tp_comm_overlap", "ub_tp_comm_overlap": "tp_comm_overlap",  # Megatron, NeMo
 }
 _MEGATRON_INERT = ("name", "restore_from_path", "exp_manager", "trainer.max_steps", "trainer.max_epochs",
                    "trainer.log_every_n_steps", "trainer.val_check_interval", "trainer.limit_val_batches",

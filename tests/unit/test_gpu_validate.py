@@ -66,6 +66,11 @@ def test_quick_cpu_run_writes_typed_results(tmp_path):
     assert any(k.startswith("nccl/") for k in probes["results"])
     mem = checks["memory-truth"]["numbers"]
     assert mem["tiny_worker"]["finite"] and mem["estimate_first_grid_point"]["params"] == MT.param_count(MT.grid()[0])
+    mech = mem["mechanisms"]  # MoE routing and a stage's 1F1B order run tiny; paged needs CUDA: skipped with why
+    assert mech["moe"]["tiny_worker"]["finite"] and mech["pp"]["tiny_worker"]["finite"]
+    assert "CUDA" in mech["paged"]["tiny_worker"]["skipped"]
+    for m in MT.MECHANISMS:
+        assert mech[m["mode"]]["estimate"]["params"] == MT.param_count(m), m["mode"]
     assert doc["counts"] == {"pass": 2, "fail": 0, "skip": 10}
     md = (out / "gpu-validation.md").read_text()
     assert "| monitor+ddp+resume | skip |" in md and "# GPU validation: no GPU" in md
@@ -119,7 +124,8 @@ def test_a_skip_needs_its_reason_and_status_is_typed():
 def test_every_grid_plan_is_accepted_by_estimate_memory_and_counts_the_same_parameters():
     grid = MT.grid()
     assert 18 <= len(grid) <= 24
-    assert {c["recompute"] for c in grid} == {"none", "selective", "full"} and {c["mode"] for c in grid} == {"single", "fsdp"}
+    assert {c["recompute"] for c in grid} == {"none", "selective", "full"}
+    assert {c["mode"] for c in grid} == {"single", "fsdp", "moe", "paged", "pp"}  # the last three: MT.MECHANISMS
     assert {c["seq"] for c in grid} == {2048, 4096, 8192} and {c["micro_batch"] for c in grid} >= {1, 2, 4}
     sizes = sorted(MT.param_count(c) for c in grid)
     assert 0.5e9 <= sizes[0] and sizes[-1] <= 8.1e9
@@ -132,6 +138,13 @@ def test_every_grid_plan_is_accepted_by_estimate_memory_and_counts_the_same_para
         assert doc["params_total"] == MT.param_count(c), c
         assert doc["plan"]["recompute"] == c["recompute"] and doc["plan"]["zero"] == (3 if c["mode"] == "fsdp" else 0)
         assert doc["verdict"] in ("fits", "tight"), (c, doc["breakdown"])  # the grid must fit the card
+        if c["mode"] == "moe":  # every expert on this GPU: the expert data-parallel group is 1
+            assert doc["plan"]["ep"] == 1 and doc["model"]["experts"] == c["experts"], doc["plan"]
+        if c["mode"] == "paged":
+            assert doc["plan"]["optimizer"] == "paged-adam8bit" and doc["memory"]["host_per_gpu"] > 0
+        if c["mode"] == "pp":  # the worker runs stage 0: the estimate's stage 0 is what it is compared with
+            assert doc["plan"]["pp"] == c["pp"] and doc["stages"][0]["layers"] == MT.stage_layers(c)
+            assert MT.run_estimate(c, 143771 * 2**20, 120)["stage"] == 0
 
 
 def test_signed_error_and_the_memory_table():
@@ -183,11 +196,18 @@ def test_memory_grid_plumbing_with_tiny_plans(tmp_path, monkeypatch):
     """check_memory's GPU branch (workers, estimates in parallel, signed errors) on two tiny
     single-GPU plans; on CPU the worker measures no peaks, so the errors stay empty."""
     tiny = [MT.config("tiny", 32, 1, "none", "single"), MT.config("tiny", 64, 2, "full", "single")]
-    monkeypatch.setattr(MT, "grid", lambda quick=False: tiny)
+    # a pipeline stage (compared with the estimate's stage 0) and a paged optimizer (no CUDA: skipped)
+    mech = [{**m, **MT.MODELS["tiny"], "seq": 32, "micro_batch": 1} for m in MT.MECHANISMS if m["mode"] in ("pp", "paged")]
+    monkeypatch.setattr(MT, "grid", lambda quick=False: tiny + mech)
     run = GV.Run(tmp_path, tmp_path, True, 1, "", {"gpu_memory_bytes": 80 * 2**30})
     c = GV.check_memory(run, GV.Budget(200))
-    assert c.numbers["points"] == 2 and c.numbers["measured"] == 2 and c.numbers["failed"] == 0, c
-    for row in c.details:
+    assert c.numbers["points"] == 4 and c.numbers["measured"] == 3 and c.numbers["failed"] == 0, c
+    assert c.numbers["skipped"] == 1 and "paged skipped: paged optimizers need CUDA" in c.summary
+    pp_row = next(r for r in c.details if r["mode"] == "pp")
+    assert pp_row["estimate"]["stage"] == 0 and pp_row["measured"]["params"] < pp_row["params"]  # stage 0 only
+    assert "skipped: paged" in GV.render_markdown({"facts": {}, "gpus": 1, "started": "", "quick": True, "seconds": 1.0,
+                                                   "counts": {}, "checks": [c.to_dict()]})
+    for row in [r for r in c.details if r.get("measured")]:
         assert row["measured"]["finite"] and row["estimate"]["params"] == MT.param_count(row)
         assert row["estimate"]["total"] > row["estimate"]["without_overheads"] > 0
         assert row["error_total_vs_process_pct"] is None  # no CUDA: no peak to compare with
