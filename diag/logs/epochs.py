@@ -1,0 +1,188 @@
+"""Steps for records that print only an epoch (the Hugging Face Trainer's), from what else the log says.
+
+The Trainer prints ``{'loss': .., 'grad_norm': .., 'learning_rate': .., 'epoch': e}`` every ``logging_steps``
+(L) optimizer steps and no step. Where the run ends, it prints a summary record,
+``{'train_runtime': R, 'train_samples_per_second': .., 'train_steps_per_second': S, 'train_loss': .., 'epoch': E}``:
+S is its ``max_steps`` over R, so the run's total steps are T = R x S (an integer), and its steps per epoch
+T / E. A record at epoch e is then at step x = e x T / E.
+
+The printed numbers are rounded (``.4g`` in transformers 5, epochs to two decimals in 4.x), so x is known
+only within an uncertainty u (from the digits each number was printed with). A record is placed at:
+
+- ``round(x)`` where u < 0.5 (the step itself is certain),
+- else the nearest multiple of L, where u < L / 2 (the Trainer logs when ``global_step % L == 0``),
+- else the step L after the record before, where that is within u of x (records come every L steps), or
+  ``round(x)``: the placement is then *inferred*, and the document says so in a warning.
+
+L is the most common gap between consecutive records whose steps are certain, else the mean gap.
+
+Without a summary (a run that died, an excerpt) nothing says how many steps an epoch has: the records keep
+their epoch, and every position the findings name is called an epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from llmdiag.logs.columns import NONE
+from llmdiag.logs.table import batch_len, concat, take
+
+#: records held back until a summary places them; beyond this they go on with their epochs
+HOLD_ROWS = 1 << 17
+
+_NUM = r"['\"]?(?P<{}>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)['\"]?"
+_SUMMARY_FIELDS = {k: re.compile(r"['\"]" + k + r"['\"]\s*:\s*" + _NUM.format("v"))
+                   for k in ("train_runtime", "train_steps_per_second", "epoch")}
+
+
+def half_ulp(text: str) -> float:
+    """Half the last printed digit's value: the rounding error of a number printed as ``text``."""
+    t = text.strip().lower()
+    mant, _, exp = t.partition("e")
+    decimals = len(mant.partition(".")[2])
+    return 0.5 * 10.0 ** (-decimals + (int(exp) if exp else 0))
+
+
+def printed_half_ulp(values: np.ndarray) -> np.ndarray:
+    """:func:`half_ulp` of numbers whose text is gone: the fewest decimals (up to 8) that give the value
+    back (0.0625 -> 4 decimals). A value with fewer digits than printed (``.4g`` prints 0.5 as '0.5') only
+    makes the bound larger than it is."""
+    out = np.full(len(values), 0.5e-8)
+    left = np.ones(len(values), dtype=bool)
+    for d in range(9):
+        hit = left & (np.abs(np.round(values, d) - values) <= 1e-12 * np.maximum(1.0, np.abs(values)))
+        out[hit] = 0.5 * 10.0 ** -d
+        left &= ~hit
+    return out
+
+
+def train_summary(msg: str) -> dict | None:
+    """The Trainer's end-of-training record, or None: ``total`` steps (R x S), its relative ``total_err``,
+    the ``epoch`` it ended at and that epoch's relative error."""
+    if "train_runtime" not in msg or "train_steps_per_second" not in msg:
+        return None
+    got = {}
+    for k, rx in _SUMMARY_FIELDS.items():
+        m = rx.search(msg)
+        if m is None:
+            return None
+        got[k] = m["v"]
+    runtime, rate, epoch = (float(got[k]) for k in ("train_runtime", "train_steps_per_second", "epoch"))
+    if runtime <= 0 or rate <= 0 or epoch <= 0:
+        return None
+    total = runtime * rate
+    err = half_ulp(got["train_runtime"]) / runtime + half_ulp(got["train_steps_per_second"]) / rate
+    if total * err < 0.5:  # T is an integer: the product's error cannot move it off the nearest one
+        total, err = float(round(total)), 0.0
+    return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": half_ulp(got["epoch"]) / epoch}
+
+
+def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
+    """The steps of records at ``epochs`` (log order) of the run that ``summary`` ended; whether any was
+    inferred (not certain); and what placed them (steps per epoch, logging interval)."""
+    spe = summary["total"] / summary["epoch"]
+    rel = summary["total_err"] + summary["epoch_err"]
+    x = epochs * spe
+    u = printed_half_ulp(epochs) * spe + np.abs(x) * rel
+    n = len(x)
+    diffs = np.diff(x)
+    sure = (u[1:] + u[:-1]) < 0.5
+    if n > 1 and sure.any() and (diffs[sure] > 0.5).any():
+        d = np.round(diffs[sure][diffs[sure] > 0.5]).astype(np.int64)
+        vals, counts = np.unique(d, return_counts=True)
+        interval = int(vals[np.argmax(counts)])  # the most common gap between consecutive records
+    elif n > 1 and x[-1] > x[0]:
+        interval = max(1, int(round((x[-1] - x[0]) / (n - 1))))
+    else:
+        interval = 1
+    steps = np.empty(n, dtype=np.int64)
+    inferred = False
+    prev = None
+    for k in range(n):
+        xk, uk = float(x[k]), float(u[k])
+        if uk < 0.5:
+            s = round(xk)
+        elif uk < interval / 2:
+            s = interval * round(xk / interval)
+        elif prev is not None and abs(prev + interval - xk) <= uk:
+            s, inferred = prev + interval, True
+        else:
+            s, inferred = round(xk), True
+        steps[k] = s
+        prev = s
+    return steps, inferred, {"steps_per_epoch": spe, "logging_interval": interval}
+
+
+def _epoch_only(b: dict) -> np.ndarray:
+    return (b["step"] == NONE) & (b["iter"] == NONE) & ~np.isnan(b["epoch"])
+
+
+class EpochPlacer:
+    """Holds the batches from the first record that has only an epoch on (log order is kept), until a
+    Trainer summary places them (``release``) or the input ends (``release`` without one: epochs stay)."""
+
+    def __init__(self) -> None:
+        self._held: list[dict] = []
+        self._n = 0
+        #: set once records went on with their epochs (too many held, or the input ended without a summary):
+        #: later ones are not held either, so one run's positions are all steps or all epochs
+        self.settled = False
+        #: what placed records, for the document: steps per epoch, interval, how many, whether inferred
+        self.placed: list[dict] = []
+
+    def admit(self, b: dict) -> dict | None:
+        """The part of ``b`` to store now; the rest is held."""
+        if not self._held:
+            if self.settled:
+                return b
+            eo = _epoch_only(b)
+            if not eo.any():
+                return b
+            first = int(np.argmax(eo))
+            now, b = (take(b, slice(0, first)), take(b, slice(first, None))) if first else (None, b)
+        else:
+            now = None
+        self._held.append(b)
+        self._n += batch_len(b)
+        return now
+
+    def full(self) -> bool:
+        return self._n >= HOLD_ROWS
+
+    def release(self, summary: dict | None) -> dict | None:
+        """Every held row, the epoch-only ones placed on steps where ``summary`` allows."""
+        if not self._held:
+            return None
+        b = concat(self._held)
+        self._held, self._n = [], 0
+        if summary is None:
+            self.settled = True
+            return b
+        eo = _epoch_only(b)
+        idx = np.flatnonzero(eo)
+        steps, inferred, how = place(b["epoch"][idx], summary)
+        b = dict(b)
+        b["step"] = b["step"].copy()
+        b["step"][idx] = steps
+        self.placed.append({**how, "records": len(idx), "inferred": inferred, "file": int(b["file"][idx[0]]),
+                            "line": int(b["line"][idx[0]])})
+        return b
+
+    def warnings(self, files: list[str]) -> list[dict]:
+        """A warning per run whose steps are inferred, not certain."""
+        out = []
+        for p in self.placed:
+            if p["inferred"]:
+                out.append({"kind": "steps_inferred", "file": files[p["file"]], "line": p["line"],
+                            "message": f"the records from {files[p['file']]}:{p['line']} print an epoch and no step: "
+                            f"their steps are inferred from it ({_g(p['steps_per_epoch'])} steps per epoch from the "
+                            f"Trainer's summary, a record every {p['logging_interval']} step(s)) and may be off "
+                            "where the printed epoch is too coarse to tell neighbouring steps apart"})
+        return out
+
+
+def _g(v: float) -> str:
+    return f"{v:.6g}" if not math.isclose(v, round(v)) else str(int(round(v)))
