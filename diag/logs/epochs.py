@@ -7,7 +7,8 @@ S is its ``max_steps`` over R, so the run's total steps are T = R x S (an intege
 T / E. A record at epoch e is then at step x = e x T / E.
 
 The printed numbers are rounded (``.4g`` in transformers 5, epochs to two decimals in 4.x), so x is known
-only within an uncertainty u (from the digits each number was printed with). A record is placed at:
+only within an uncertainty u (from the digits each number was printed with, and the version's format that
+the summary's syntax tells: quoted values are transformers 5's). A record is placed at:
 
 - ``round(x)`` where u < 0.5 (the step itself is certain),
 - else the nearest multiple of L, where u < L / 2 (the Trainer logs when ``global_step % L == 0``),
@@ -33,30 +34,40 @@ from llmdiag.logs.table import batch_len, concat, take
 #: records held back until a summary places them; beyond this they go on with their epochs
 HOLD_ROWS = 1 << 17
 
-_NUM = r"['\"]?(?P<{}>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)['\"]?"
-_SUMMARY_FIELDS = {k: re.compile(r"['\"]" + k + r"['\"]\s*:\s*" + _NUM.format("v"))
+_SUMMARY_FIELDS = {k: re.compile(r"['\"]" + k + r"['\"]\s*:\s*(?P<q>['\"]?)(?P<v>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
                    for k in ("train_runtime", "train_steps_per_second", "epoch")}
+#: transformers 4.x rounds the epoch it prints to two decimals (``round(epoch, 2)``)
+_EPOCH_DECIMALS_4X = 2
 
 
-def half_ulp(text: str) -> float:
-    """Half the last printed digit's value: the rounding error of a number printed as ``text``."""
+def half_ulp(text: str, quoted: bool = False) -> float:
+    """Half the last printed digit's value: the rounding error of a number printed as ``text``. A quoted
+    number is transformers 5's ``f"{v:.4g}"``: four significant digits, also where it dropped trailing
+    zeros (3.0 is '3')."""
     t = text.strip().lower()
     mant, _, exp = t.partition("e")
     decimals = len(mant.partition(".")[2])
-    return 0.5 * 10.0 ** (-decimals + (int(exp) if exp else 0))
+    out = 0.5 * 10.0 ** (-decimals + (int(exp) if exp else 0))
+    v = abs(float(t))
+    if quoted and v > 0:
+        out = min(out, 0.5 * 10.0 ** (math.floor(math.log10(v)) - 3))
+    return out
 
 
 def printed_half_ulp(values: np.ndarray) -> np.ndarray:
-    """:func:`half_ulp` of numbers whose text is gone: the fewest decimals (up to 8) that give the value
-    back (0.0625 -> 4 decimals). A value with fewer digits than printed (``.4g`` prints 0.5 as '0.5') only
-    makes the bound larger than it is."""
-    out = np.full(len(values), 0.5e-8)
+    """:func:`half_ulp` of numbers whose text is gone. Each value's fewest decimals that give it back
+    (0.0625 -> 4) undercount where the last digits were zeros (``.4g`` prints 0.5 as '0.5'), but one format
+    printed them all: a value is taken as printed with the most decimals seen in its decade."""
+    dec = np.full(len(values), 8)
     left = np.ones(len(values), dtype=bool)
     for d in range(9):
         hit = left & (np.abs(np.round(values, d) - values) <= 1e-12 * np.maximum(1.0, np.abs(values)))
-        out[hit] = 0.5 * 10.0 ** -d
+        dec[hit] = d
         left &= ~hit
-    return out
+    with np.errstate(divide="ignore"):
+        decade = np.where(values != 0, np.floor(np.log10(np.abs(values))), -99).astype(np.int64)
+    most = {int(k): int(dec[decade == k].max()) for k in np.unique(decade)}
+    return 0.5 * 10.0 ** -np.array([most[int(k)] for k in decade], dtype=np.float64)
 
 
 def train_summary(msg: str) -> dict | None:
@@ -69,15 +80,17 @@ def train_summary(msg: str) -> dict | None:
         m = rx.search(msg)
         if m is None:
             return None
-        got[k] = m["v"]
-    runtime, rate, epoch = (float(got[k]) for k in ("train_runtime", "train_steps_per_second", "epoch"))
+        got[k] = (float(m["v"]), half_ulp(m["v"], bool(m["q"])))
+        if k == "epoch" and not m["q"]:
+            got[k] = (got[k][0], min(got[k][1], 0.5 * 10.0 ** -_EPOCH_DECIMALS_4X))
+    (runtime, du), (rate, dr), (epoch, de) = (got[k] for k in ("train_runtime", "train_steps_per_second", "epoch"))
     if runtime <= 0 or rate <= 0 or epoch <= 0:
         return None
     total = runtime * rate
-    err = half_ulp(got["train_runtime"]) / runtime + half_ulp(got["train_steps_per_second"]) / rate
+    err = du / runtime + dr / rate
     if total * err < 0.5:  # T is an integer: the product's error cannot move it off the nearest one
         total, err = float(round(total)), 0.0
-    return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": half_ulp(got["epoch"]) / epoch}
+    return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": de / epoch, "quoted": bool(m["q"])}
 
 
 def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
@@ -86,7 +99,16 @@ def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
     spe = summary["total"] / summary["epoch"]
     rel = summary["total_err"] + summary["epoch_err"]
     x = epochs * spe
-    u = printed_half_ulp(epochs) * spe + np.abs(x) * rel
+    printed = printed_half_ulp(epochs)
+    # the Trainer that printed the summary printed the records: quoted values are transformers 5's ``.4g``,
+    # bare ones 4.x's, whose epochs are rounded to two decimals
+    if summary.get("quoted"):
+        with np.errstate(divide="ignore"):
+            sig = 0.5 * 10.0 ** (np.floor(np.log10(np.where(epochs > 0, epochs, 1.0))) - 3)
+        printed = np.minimum(printed, sig)
+    else:
+        printed = np.minimum(printed, 0.5 * 10.0 ** -_EPOCH_DECIMALS_4X)
+    u = printed * spe + np.abs(x) * rel
     n = len(x)
     diffs = np.diff(x)
     sure = (u[1:] + u[:-1]) < 0.5
