@@ -122,3 +122,17 @@ def test_summary_syntax():
     assert four is not None and four["total"] == 10.0 and four["epoch"] == 1.0
     assert train_summary("{'train_runtime': '0', 'train_steps_per_second': '1', 'epoch': '1'}") is None
     assert train_summary("{'loss': '3.9', 'epoch': '0.5'}") is None
+
+
+def test_parallel_ranges_place_the_same_steps(trainer_log, monkeypatch):
+    """Split over worker processes, the summary is read by the worker of the last range: the records that the
+    parent holds are placed by it all the same."""
+    from llmdiag.logs import parallel
+
+    seq = analyze_paths([str(trainer_log)], workers=1)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "RANGE_BYTES", 512)
+    par = analyze_paths([str(trainer_log)], workers=2)
+    for key in ("findings", "metrics", "steps", "warnings"):
+        assert par[key] == seq[key], key
+    assert seq["metrics"]["last_step"] == 40
