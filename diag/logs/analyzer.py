@@ -212,7 +212,6 @@ class LogAnalyzer:
         self._last_error: dict[str, tuple[int, int | None]] = {}
         #: records that print only an epoch, held until a Trainer summary places them on steps (epochs.py)
         self.epochs = EpochPlacer()
-        self._summary_used = False
 
     # -- the reader's consumer ------------------------------------------------------------
     def prime(self, path: str) -> None:
@@ -415,7 +414,7 @@ class LogAnalyzer:
             if "train_runtime" in msg:
                 summary = train_summary(msg)
                 if summary is not None:
-                    self._train_summary(summary)
+                    self._train_summary(summary, file)
                     return 0
             unplaced = looks_like_record(msg)
         elif rec is not None or self._joiner.pending(file):
@@ -740,13 +739,14 @@ class LogAnalyzer:
         if self.epochs.full():
             self._store(self.epochs.release(None))
 
-    def _train_summary(self, summary: dict) -> None:
+    def _train_summary(self, summary: dict, file: str) -> None:
         """The Trainer's end-of-training record: the records before it are placed on steps."""
         self._flush_held()
         self.flush()
-        self.extra.setdefault("train_summary", summary)  # a parallel worker's, for the parent (finish)
-        self._summary_used = True
-        self._store(self.epochs.release(summary))
+        if self.raw is not None:  # a parallel worker: the parent holds the records and places them (finish)
+            self.extra.setdefault("train_summary", summary)
+            return
+        self._store(self.epochs.release(summary, self.table.file_id(file)))
 
     def _store(self, b: dict | None) -> None:
         if b is None:
@@ -836,8 +836,10 @@ class LogAnalyzer:
         self._close_block()
         self._flush_held()
         self.flush()
-        # the end of the input: held records are placed by a summary a parallel worker read, else keep epochs
-        self._store(self.epochs.release(None if self._summary_used else self.extra.get("train_summary")))
+        if self.raw is None:
+            # the end of a file: held records are placed by a summary that a parallel worker read (the first one:
+            # a file split over workers is taken as one run), else they keep their epochs
+            self._store(self.epochs.release(self.extra.pop("train_summary", None)))
 
 
 class _BulkFeed:

@@ -149,18 +149,19 @@ class EpochPlacer:
     def __init__(self) -> None:
         self._held: list[dict] = []
         self._n = 0
-        #: set once records went on with their epochs (too many held, or the input ended without a summary):
-        #: later ones are not held either, so one run's positions are all steps or all epochs
-        self.settled = False
+        #: files whose records went on with their epochs (too many held, or the file ended without a summary;
+        #: ``--follow`` ends it at every poll): their later records are not held either, so a run's positions
+        #: are all steps or all epochs
+        self.settled: set[int] = set()
         #: what placed records, for the document: steps per epoch, interval, how many, whether inferred
         self.placed: list[dict] = []
 
     def admit(self, b: dict) -> dict | None:
         """The part of ``b`` to store now; the rest is held."""
         if not self._held:
-            if self.settled:
-                return b
             eo = _epoch_only(b)
+            if self.settled:
+                eo &= ~np.isin(b["file"], list(self.settled))
             if not eo.any():
                 return b
             first = int(np.argmax(eo))
@@ -174,17 +175,24 @@ class EpochPlacer:
     def full(self) -> bool:
         return self._n >= HOLD_ROWS
 
-    def release(self, summary: dict | None) -> dict | None:
-        """Every held row, the epoch-only ones placed on steps where ``summary`` allows."""
+    def _settle(self, b: dict) -> None:
+        self.settled.update(np.unique(b["file"][_epoch_only(b)]).tolist())
+
+    def release(self, summary: dict | None, file_id: int | None = None) -> dict | None:
+        """Every held row, the epoch-only ones of file ``file_id`` (the summary's) placed on steps by ``summary``."""
         if not self._held:
             return None
         b = concat(self._held)
         self._held, self._n = [], 0
         if summary is None:
-            self.settled = True
+            self._settle(b)
             return b
         eo = _epoch_only(b)
+        if file_id is not None:
+            eo &= b["file"] == file_id
         idx = np.flatnonzero(eo)
+        if not len(idx):
+            return b
         steps, inferred, how = place(b["epoch"][idx], summary)
         b = dict(b)
         b["step"] = b["step"].copy()

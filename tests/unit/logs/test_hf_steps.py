@@ -63,6 +63,18 @@ def test_without_the_summary_positions_stay_epochs_and_say_so(trainer_log, tmp_p
     assert not any(k.endswith("_step") for k in spike["facts"]), spike["facts"]
 
 
+def test_each_file_is_placed_by_its_own_summary(trainer_log, tmp_path):
+    """Two files read together: an excerpt without its summary keeps its epochs, a whole log gets its steps,
+    in either order."""
+    cut = tmp_path / "excerpt.log"
+    cut.write_text("".join(x for x in trainer_log.read_text(errors="replace").splitlines(keepends=True)
+                           if "train_runtime" not in x))
+    for paths in ([cut, trainer_log], [trainer_log, cut]):
+        rows = analyze_paths([str(p) for p in paths])["steps"]
+        by_file = {str(p): [r["step"] for r in rows if r["file"] == str(p)] for p in paths}
+        assert by_file == {str(cut): [None] * 8, str(trainer_log): list(range(5, 41, 5))}, paths
+
+
 def test_a_second_run_after_the_summary_is_not_placed_by_it(trainer_log, tmp_path):
     """Records after a summary belong to another run (a resumed one, a second ``train()``): no summary of
     theirs, so their positions stay epochs, and the first run keeps its steps."""
@@ -129,10 +141,11 @@ def test_parallel_ranges_place_the_same_steps(trainer_log, monkeypatch):
     parent holds are placed by it all the same."""
     from llmdiag.logs import parallel
 
+    keys = ("findings", "metrics", "steps", "warnings")
     seq = analyze_paths([str(trainer_log)], workers=1)
-    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "RANGE_BYTES", 512)
-    par = analyze_paths([str(trainer_log)], workers=2)
-    for key in ("findings", "metrics", "steps", "warnings"):
-        assert par[key] == seq[key], key
     assert seq["metrics"]["last_step"] == 40
+    with monkeypatch.context() as m:  # every file split, in ranges of about 512 bytes
+        m.setattr(parallel, "MIN_BYTES", 0)
+        m.setattr(parallel, "RANGE_BYTES", 512)
+        par = analyze_paths([str(trainer_log)], workers=2)
+    assert {k: par[k] for k in keys} == {k: seq[k] for k in keys}
