@@ -63,6 +63,15 @@ def test_without_the_summary_positions_stay_epochs_and_say_so(trainer_log, tmp_p
     assert not any(k.endswith("_step") for k in spike["facts"]), spike["facts"]
 
 
+def test_transformers_4_output_is_placed_the_same():
+    """The same run under transformers 4.57.1 (data/trainer/README.md): bare numbers, epochs to two decimals
+    (0.16 for step 5), a summary with runtime x steps/s = 2.47 x 16.194 = 39.999."""
+    doc = analyze_paths([str(Path(__file__).parent / "data" / "trainer" / "transformers-4.57.1_spike-at-23_every-5.log")])
+    assert [s["step"] for s in doc["steps"]] == list(range(5, 41, 5))
+    assert doc["metrics"]["steps_per_epoch"] == 32 and doc["metrics"]["steps_from_epoch"] == "exact"
+    assert [(f["kind"], f["step"]) for f in doc["findings"]] == [("loss_spike", 25)] and not doc["warnings"]
+
+
 def test_each_file_is_placed_by_its_own_summary(trainer_log, tmp_path):
     """Two files read together: an excerpt without its summary keeps its epochs, a whole log gets its steps,
     in either order."""
