@@ -12,10 +12,13 @@ the summary's syntax tells: quoted values are transformers 5's). A record is pla
 
 - ``round(x)`` where u < 0.5 (the step itself is certain),
 - else the nearest multiple of L, where u < L / 2 (the Trainer logs when ``global_step % L == 0``),
-- else the step L after the record before, where that is within u of x (records come every L steps), or
-  ``round(x)``: the placement is then *inferred*, and the document says so in a warning.
+- else the step L after the record before (before the first certain record: L before the record after),
+  where that is within u of x (records come every L steps), or ``round(x)``: the placement is then
+  *inferred*, and the document says so in a warning.
 
-L is the most common gap between consecutive records whose steps are certain, else the mean gap.
+L is the most common gap between consecutive records whose steps are certain, else the mean gap (else,
+where every epoch prints alike, T over the number of records). Where no
+record is certain, the last one before the summary is at the run's last multiple of L (T rounded down).
 
 Without a summary (a run that died, an excerpt) nothing says how many steps an epoch has: the records keep
 their epoch, and every position the findings name is called an epoch.
@@ -90,7 +93,9 @@ def train_summary(msg: str) -> dict | None:
     err = du / runtime + dr / rate
     if total * err < 0.5:  # T is an integer: the product's error cannot move it off the nearest one
         total, err = float(round(total)), 0.0
-    return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": de / epoch, "quoted": bool(m["q"])}
+    # relative to the true epoch, which may be smaller than the printed one by de
+    epoch_err = de / (epoch - de) if epoch > de else math.inf
+    return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": epoch_err, "quoted": bool(m["q"])}
 
 
 def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
@@ -108,7 +113,7 @@ def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
         printed = np.minimum(printed, sig)
     else:
         printed = np.minimum(printed, 0.5 * 10.0 ** -_EPOCH_DECIMALS_4X)
-    u = printed * spe + np.abs(x) * rel
+    u = printed * spe * (1 + rel) + np.abs(x) * rel if math.isfinite(rel) else np.full(len(x), math.inf)
     n = len(x)
     diffs = np.diff(x)
     sure = (u[1:] + u[:-1]) < 0.5
@@ -118,23 +123,30 @@ def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
         interval = int(vals[np.argmax(counts)])  # the most common gap between consecutive records
     elif n > 1 and x[-1] > x[0]:
         interval = max(1, int(round((x[-1] - x[0]) / (n - 1))))
-    else:
-        interval = 1
-    steps = np.empty(n, dtype=np.int64)
-    inferred = False
-    prev = None
-    for k in range(n):
-        xk, uk = float(x[k]), float(u[k])
-        if uk < 0.5:
-            s = round(xk)
-        elif uk < interval / 2:
-            s = interval * round(xk / interval)
-        elif prev is not None and abs(prev + interval - xk) <= uk:
-            s, inferred = prev + interval, True
-        else:
-            s, inferred = round(xk), True
-        steps[k] = s
-        prev = s
+    else:  # the epochs say nothing (all printed alike): the records are taken as the whole run's
+        interval = max(1, int(round(summary["total"] / n)))
+    # the certain ones first; each other one is the record after (else before) a placed neighbour where that
+    # fits, so a run of doubtful records between certain ones is counted from them
+    steps = np.zeros(n, dtype=np.int64)
+    placed = u < 0.5
+    steps[placed] = np.round(x[placed])
+    on_lattice = ~placed & (u < interval / 2)
+    steps[on_lattice] = interval * np.round(x[on_lattice] / interval)
+    placed |= on_lattice
+    inferred = not placed.all()
+    if not placed.any():  # no record is certain: the last one before the summary is the run's last logged step
+        end = interval * math.floor(round(summary["total"]) / interval)
+        if abs(end - x[-1]) <= u[-1]:
+            steps[-1], placed[-1] = end, True
+    first = int(np.argmax(placed)) if placed.any() else 0
+    for k in list(range(first, n)) + list(range(first - 1, -1, -1)):
+        if placed[k]:
+            continue
+        near = steps[k - 1] + interval if k > first else steps[k + 1] - interval if k < first else None
+        steps[k] = near if near is not None and abs(near - x[k]) <= u[k] else round(float(x[k]))
+        placed[k] = True
+    # the Trainer logs after its step: a record is at step 1 or later
+    np.maximum(steps, 1, out=steps)
     return steps, inferred, {"steps_per_epoch": spe, "logging_interval": interval}
 
 

@@ -137,6 +137,17 @@ def test_a_gap_in_the_records_is_placed_by_the_lattice_not_the_sequence():
     assert got.tolist() == steps.tolist() and not inferred
 
 
+def test_epochs_that_say_nothing_are_counted_back_from_the_end():
+    """transformers 4 with 13000 steps per epoch and 199 steps: every record prints 'epoch': 0.0, 0.01 or
+    0.02, and the summary's epoch 0.02 leaves steps per epoch within a third. The last record before the
+    summary is the run's last step (199), the others one before each other: all placed, and said to be inferred."""
+    steps = np.arange(1, 200)
+    summary = train_summary("{'train_runtime': 99.5, 'train_samples_per_second': 8.0, 'train_steps_per_second': 2.0, "
+                            "'train_loss': 2.0, 'epoch': 0.02}")
+    got, inferred, how = place(np.round(steps / 13000, 2), summary)
+    assert got.tolist() == steps.tolist() and inferred and how["logging_interval"] == 1
+
+
 def test_summary_syntax():
     four = train_summary("{'train_runtime': 12.3456, 'train_samples_per_second': 10.2, "
                          "'train_steps_per_second': 0.81, 'train_loss': 2.3, 'epoch': 1.0}")
