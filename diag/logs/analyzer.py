@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
+from llmdiag.logs.epochs import EpochPlacer, train_summary
 from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
 from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
@@ -209,6 +210,8 @@ class LogAnalyzer:
         self.raw = None
         #: per file: an NCCL "Last error:" whose text is on a following line (its line, its rank)
         self._last_error: dict[str, tuple[int, int | None]] = {}
+        #: records that print only an epoch, held until a Trainer summary places them on steps (epochs.py)
+        self.epochs = EpochPlacer()
 
     # -- the reader's consumer ------------------------------------------------------------
     def prime(self, path: str) -> None:
@@ -408,6 +411,11 @@ class LogAnalyzer:
             if cols is not None:
                 self._tables[file] = cols
                 return 1
+            if "train_runtime" in msg:
+                summary = train_summary(msg)
+                if summary is not None:
+                    self._train_summary(summary, file)
+                    return 0
             unplaced = looks_like_record(msg)
         elif rec is not None or self._joiner.pending(file):
             for r, line, rank, t in self._joiner.feed(file, lineno, msg, rec, pre.rank, ts):
@@ -720,9 +728,28 @@ class LogAnalyzer:
         self._drain()
 
     def ingest(self, b: dict) -> None:
-        """A batch of step records in log order: drop duplicates, count, store."""
+        """A batch of step records in log order: drop duplicates, count, store (records that print only an
+        epoch wait for the summary that places them on steps, see epochs.py)."""
         if self.raw is not None:  # a parallel worker: the parent dedups and stores, in file order
             pickle.dump(pack(b), self.raw, protocol=pickle.HIGHEST_PROTOCOL)
+            return
+        now = self.epochs.admit(b)
+        if now is not None:
+            self._store(now)
+        if self.epochs.full():
+            self._store(self.epochs.release(None))
+
+    def _train_summary(self, summary: dict, file: str) -> None:
+        """The Trainer's end-of-training record: the records before it are placed on steps."""
+        self._flush_held()
+        self.flush()
+        if self.raw is not None:  # a parallel worker: the parent holds the records and places them (finish)
+            self.extra.setdefault("train_summary", summary)
+            return
+        self._store(self.epochs.release(summary, self.table.file_id(file)))
+
+    def _store(self, b: dict | None) -> None:
+        if b is None:
             return
         self.table.note_progress(b)
         b = self._dedup(b)
@@ -809,6 +836,10 @@ class LogAnalyzer:
         self._close_block()
         self._flush_held()
         self.flush()
+        if self.raw is None:
+            # the end of a file: held records are placed by a summary that a parallel worker read (the first one:
+            # a file split over workers is taken as one run), else they keep their epochs
+            self._store(self.epochs.release(self.extra.pop("train_summary", None)))
 
 
 class _BulkFeed:

@@ -18,7 +18,8 @@ from collections import deque
 
 import numpy as np
 
-from llmdiag.logs.window import MedianSketch, finding, opt, place, place_at, robust, rolling, where, xs, xval
+from llmdiag.logs.window import (MedianSketch, finding, opt, place, place_at, pos_key, robust, rolling, where, xs,
+                                 xval)
 from llmdiag.logs.window import fmt as _fmt
 
 
@@ -50,10 +51,10 @@ class NanDetector:
                 before = np.flatnonzero(fin[:i0])
                 if len(before):
                     j = int(before[-1])
-                    self.last_finite = (xval(b, j)[1], float(loss[j]))
+                    self.last_finite = (*xval(b, j)[:2], float(loss[j]))
         elif self.nan_first is None and fin.any():
             j = int(np.flatnonzero(fin)[-1])
-            self.last_finite = (xval(b, j)[1], float(loss[j]))
+            self.last_finite = (*xval(b, j)[:2], float(loss[j]))
         gn = b["grad_norm"]
         gm = (b["has_grad_norm"] == 1) & ~np.isfinite(gn) & ~nm
         if gm.any():
@@ -70,22 +71,24 @@ class NanDetector:
         out = []
         if self.nan_first is not None:
             at = self.nan_first
-            f = {"nan_first_step": at["x"], "nan_steps": list(self.nan_steps), "nan_count": self.nan_count,
-                 "value": "nan"}
+            x = at["x_name"]
+            f = {pos_key("nan_first_step", x): at["x"], pos_key("nan_steps", x): list(self.nan_steps),
+                 "nan_count": self.nan_count, "value": "nan"}
             if self.last_finite is not None:
-                f["last_finite_step"], f["last_finite_loss"] = self.last_finite
+                name, step, f["last_finite_loss"] = self.last_finite
+                f[pos_key("last_finite_step", name)] = step
             out.append(finding("nan_loss", at, f"loss is NaN/Inf from {place_at(at)} "
                                f"({self.nan_count} record(s))", f))
         if self.gn_first is not None:
             at = self.gn_first
             out.append(finding("nan_grad_norm", at, f"grad norm is NaN/Inf at {place_at(at)} "
                                "while the loss is finite",
-                               {"nan_grad_norm_first_step": at["x"], "nan_count": self.gn_count, "value": "nan"}))
+                               {pos_key("nan_grad_norm_first_step", at["x_name"]): at["x"], "nan_count": self.gn_count, "value": "nan"}))
         if self.zero_first is not None:
             at = self.zero_first
             out.append(finding("zero_loss", at, f"loss is exactly 0 in {self.zero_count} record(s) from "
                                f"{place_at(at)} (steps skipped or the loss masked out)",
-                               {"zero_loss_first_step": at["x"], "zero_loss_records": self.zero_count,
+                               {pos_key("zero_loss_first_step", at["x_name"]): at["x"], "zero_loss_records": self.zero_count,
                                 "value": 0.0}))
         return out
 
@@ -159,8 +162,8 @@ class LossSpikeDetector:
 
     def _finding(self, sp: dict, recovered: bool) -> dict:
         med, vm, km, at = sp["med"], sp["vm"], sp["km"], sp["at"]
-        f = {"spike_first_step": at["x"], "max_loss": vm, "max_loss_step": km[1], "value": vm, "baseline": med,
-             "baseline_loss": sp["before"][0], "ratio": vm / med if med else None, "recovered": recovered}
+        f = {pos_key("spike_first_step", at["x_name"]): at["x"], "max_loss": vm,
+             pos_key("max_loss_step", km[0]): km[1], "value": vm, "baseline": med, "baseline_loss": sp["before"][0], "ratio": vm / med if med else None, "recovered": recovered}
         if sp["before"][1] is not None:
             f["loss_scale_before"] = sp["before"][1]
         if sp["scales"]:
@@ -231,7 +234,7 @@ class GradJumpDetector:
         if kind == "grad_norm_spike" and any(line in spike_lines for line in self.lines):
             return []  # the loss spike already tells this story
         f = {"max_grad_norm": vm, f"max_grad_norm_{x[0]}": x[1], "baseline_grad_norm": med, "baseline": med,
-             "value": vm, "ratio": ratio, "first_step": at["x"], "records": self.count}
+             "value": vm, "ratio": ratio, pos_key("first_step", at["x_name"]): at["x"], "records": self.count}
         return [finding(kind, at, f"grad norm jumps to {_fmt(vm)} at {place(x)} "
                         f"(x{ratio:.1f} the rolling median {_fmt(med)})", f)]
 
@@ -352,7 +355,7 @@ class ThroughputDetector:
             return []
         base, at = d["base"], d["at"]
         low = statistics.median(d["values"])
-        f = {"first_step": at["x"], "value": low, "baseline": base, "ratio": low / base,
+        f = {pos_key("first_step", at["x_name"]): at["x"], "value": low, "baseline": base, "ratio": low / base,
              "recovered": d["recovered"], "slow_records": d["count"]}
         return [finding("throughput_drop", at, f"throughput falls to {low / base:.0%} of its baseline from "
                         f"{place_at(at)} for {d['count']} record(s)", f)]
@@ -452,7 +455,7 @@ class StallTracker:
         at = self.last_at
         t_last = at["ts"]
         if last_ts is not None and noise_after and last_ts - t_last > limit:
-            f = {"last_step": at["x"], "silent_s": last_ts - t_last, "typical_interval_s": typical}
+            f = {pos_key("last_step", at["x_name"]): at["x"], "silent_s": last_ts - t_last, "typical_interval_s": typical}
             return [finding("hang_no_progress", at, f"no training progress for {(last_ts - t_last) / 60:.1f} "
                             f"min after {place_at(at)} while other lines keep arriving", f)]
         return []
@@ -488,6 +491,6 @@ class TailTracker:
         if lines_after < 50 or lines_after < 20 * spacing:
             return []
         at = self.last_at
-        f = {"last_step": at["x"], "lines_after_last_step": lines_after, "typical_lines_per_step": spacing}
+        f = {pos_key("last_step", at["x_name"]): at["x"], "lines_after_last_step": lines_after, "typical_lines_per_step": spacing}
         return [finding("hang_no_progress", at, f"no training progress after {place_at(at)}: "
                         f"{lines_after} more lines arrive (steps came every {spacing:g} lines)", f)]

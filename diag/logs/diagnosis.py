@@ -691,6 +691,10 @@ def _metrics(an, ser, rank) -> dict:
     for k in ("train_iters", "global_batch_size"):
         if k in an.extra:
             m[k] = an.extra[k]
+    if an.epochs.placed:  # the records printed an epoch, and a Trainer summary placed them on steps (epochs.py)
+        last = an.epochs.placed[-1]
+        m["steps_per_epoch"] = round(last["steps_per_epoch"], 6)
+        m["steps_from_epoch"] = "inferred" if any(p["inferred"] for p in an.epochs.placed) else "exact"
     return m
 
 
@@ -813,7 +817,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
-    warnings = input_warnings(stats, len(t), an.unplaced)
+    warnings = input_warnings(stats, len(t), an.unplaced) + an.epochs.warnings(t.files)
     if warnings and status == "pass":
         status = "warn"
     steps = t.head  # already JSON-clean (table.head_rows)

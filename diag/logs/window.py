@@ -50,6 +50,12 @@ def where(b: dict, i: int, files: list[str]) -> dict:
             "rank": None if rank == NONE else rank, "step": step, "ts": None if math.isnan(ts) else ts}
 
 
+def pos_key(key: str, x_name: str) -> str:
+    """The name of a fact that holds a position: ``spike_first_step`` holds an epoch where the records print
+    only an epoch (and no summary placed them on steps, see epochs.py), so it is ``spike_first_epoch`` there."""
+    return key.replace("step", "epoch") if x_name == "epoch" else key
+
+
 def finding(kind: str, at: dict, message: str, facts: dict) -> dict:
     d = dict(at)
     d.update(kind=kind, message=message, facts=facts)

@@ -1,7 +1,8 @@
 """The Hugging Face Trainer on a one-layer GPT-2 built from a config (nothing fetched), with one fault.
 
 Run under torchrun or ``accelerate launch`` (CPU, gloo). Faults come from the environment as in
-``train_ddp.py``: ``LIVE_FAULT``, ``LIVE_STEP``, ``LIVE_RANK`` (every rank when unset).
+``train_ddp.py``: ``LIVE_FAULT``, ``LIVE_STEP``, ``LIVE_RANK`` (every rank when unset); ``LIVE_STEPS`` (max_steps, 12),
+``LIVE_LOGGING_STEPS`` (1) and ``LIVE_TQDM=0`` (no bar) shape the run.
 """
 
 import os
@@ -52,7 +53,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 64, (128, 16), generator=g)]
     args = TrainingArguments(output_dir=sys.argv[1], max_steps=int(os.environ.get("LIVE_STEPS", "12")),
-                             logging_steps=1, per_device_train_batch_size=4, report_to=[], save_strategy="no",
+                             logging_steps=int(os.environ.get("LIVE_LOGGING_STEPS", "1")), per_device_train_batch_size=4, report_to=[], save_strategy="no",
                              use_cpu=True, dataloader_num_workers=0, disable_tqdm=os.environ.get("LIVE_TQDM") == "0")
     SpikeTrainer(model=model, args=args, train_dataset=data, callbacks=[Inject()]).train()
 
