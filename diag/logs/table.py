@@ -33,6 +33,9 @@ PLOT_ROWS = 20000
 PENDING_ROWS = 4096
 
 
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
 def empty_batch(n: int = 0) -> dict:
     b = {c: np.full(n, math.nan) for c in FLOAT_COLS}
     b.update({c: np.full(n, NONE, dtype=np.int64) for c in INT_COLS})
@@ -65,8 +68,9 @@ def rows_to_batch(rows: list[tuple]) -> dict:
         else:
             b[c] = np.array([float(v) if (v := r[0].get(c)) is not None else math.nan for r in rows],
                             dtype=np.float64)
-    for c in ("step", "iter"):
-        b[c] = np.array([NONE if (v := r[0].get(c)) is None else int(v) for r in rows], dtype=np.int64)
+    for c in ("step", "iter"):  # a counter beyond int64 (a mangled line's "step=1e19") is no counter
+        b[c] = np.array([NONE if (v := r[0].get(c)) is None or not _INT64_MIN < int(v) <= _INT64_MAX else int(v)
+                         for r in rows], dtype=np.int64)
     b["rank"] = np.array([NONE if r[2] is None else r[2] for r in rows], dtype=np.int64)
     b["line"] = np.array([r[1] for r in rows], dtype=np.int64)
     b["file"] = np.array([r[4] for r in rows], dtype=np.int64)
