@@ -234,11 +234,14 @@ def _children_cpu() -> float:
 
 
 def run_analyzer(path: Path, out: Path, argv: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> tuple[float, float, int, dict]:
-    """Wall time, CPU time (its whole process tree) and peak RSS (bytes, summed over the tree).
+                 env: dict[str, str] | None = None, rss: bool = False) -> tuple[float, float, int, dict]:
+    """Wall time, CPU time (its whole process tree) and, with ``rss``, peak RSS (bytes, summed over
+    the tree; else 0).
 
     ``argv`` is the command that runs llmdiag (default: this interpreter's), ``env`` its
-    environment (default: this one's)."""
+    environment (default: this one's). The RSS poll (every 10 ms, the process tree found through
+    /proc) costs a third of a core on a machine with hundreds of processes, which grep's side
+    does not pay: timed runs go without it, and one more run per log measures the memory."""
     import psutil
 
     cpu0 = _children_cpu()
@@ -246,17 +249,18 @@ def run_analyzer(path: Path, out: Path, argv: list[str] | None = None,
     proc = subprocess.Popen((argv or llmdiag_argv()) + ["analyze-log", str(path), "-f", "json", "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env)
     peak = 0
-    ps = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            procs = [ps] + ps.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in procs))
-        except psutil.Error:
-            pass
-        time.sleep(0.01)
+    if rss:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                procs = [ps] + ps.children(recursive=True)
+                peak = max(peak, sum(p.memory_info().rss for p in procs))
+            except psutil.Error:
+                pass
+            time.sleep(0.01)
+    err = proc.communicate()[1].decode()
     wall = time.perf_counter() - t0
     cpu = _children_cpu() - cpu0
-    err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode not in (0, 1):
         raise SystemExit(f"analyze-log failed ({proc.returncode}): {err[-2000:]}")
     doc = json.loads(out.read_text())
@@ -283,6 +287,19 @@ def engine() -> str:
     rx = prefilter_regex()
     kernel = "C kernel" if bulk._fastscan is not None else "re.split (no C kernel)"
     return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__ + f"; progress lines: {kernel}"
+
+
+def compile_bytecode(python: str | Path = sys.executable) -> str:
+    """Byte-compile that interpreter's llmdiag where it has no bytecode yet, as installing a wheel does.
+
+    An editable install under ``PYTHONDONTWRITEBYTECODE=1`` (this machine's environment) never writes
+    ``__pycache__``, so every run would compile some 90 modules from source first (0.1-0.3 s, as much as
+    reading 100 MB): a cost of the checkout, not of analyze-log."""
+    code = ("import compileall, llmdiag, os; ds = [d for m in ('llmdiag', 'llmdiag.probes', 'llmdiag.reports') "
+            "for d in __import__(m, fromlist=['x']).__path__]; "
+            "print(all(compileall.compile_dir(d, quiet=1) for d in ds), *ds)")
+    r = subprocess.run([str(python), "-c", code], check=False, capture_output=True, text=True)
+    return r.stdout.strip() or r.stderr.strip().splitlines()[-1]
 
 
 def clean_env() -> dict[str, str]:
@@ -350,6 +367,7 @@ def main() -> None:
     try:
         d_py = default_install(args.default_venv, tmp) if args.engines else None
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
+        print(f"bytecode : {compile_bytecode()}")
         if d_py is not None:
             print(f"engines  : equipped {engine_of(sys.executable)}")
             print(f"           default  {engine_of(d_py, clean_env())}")
@@ -374,7 +392,7 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
     mb = size / 1e6
     load0 = os.getloadavg()[0]
     g_walls, a_walls, d_walls, g_cpus, a_cpus, d_cpus = [], [], [], [], [], []
-    a_rss = d_rss = 0
+    a_rss = 0
     d_out: dict = {}
     for _ in range(args.repeat):
         g_wall, g_c, g_count = run_grep(log)
@@ -382,9 +400,8 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
         g_walls.append(g_wall), a_walls.append(a_wall), g_cpus.append(g_c), a_cpus.append(a_c)
         a_rss = max(a_rss, rss)
         if d_py is not None:
-            d_wall, d_c, rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
+            d_wall, d_c, _rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
             d_walls.append(d_wall), d_cpus.append(d_c)
-            d_rss = max(d_rss, rss)
     load = (load0 + os.getloadavg()[0]) / 2
     ratios = [g / a for g, a in zip(g_walls, a_walls)]  # each pair ran back to back: both felt the same load
     g_med, a_med = median(g_walls), median(a_walls)
@@ -392,25 +409,27 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
     print(f"grep -cE : median {g_med:6.2f} s  {mb / g_med:7.1f} MB/s  CPU {median(g_cpus):.2f} s  "
           f"({g_count} matching lines)")
     print(f"analyze  : median {a_med:6.2f} s  {mb / a_med:7.1f} MB/s  CPU {median(a_cpus):.2f} s  "
-          f"peak RSS {a_rss / 2**20:.0f} MiB  {a_out}")
+          f"{a_out}")
     print(f"ratio    : analyze/grep speed median {median(ratios):.2f}, best {max(ratios):.2f} (goal >= 0.5); "
           f"CPU time grep/analyze {median(g_cpus) / median(a_cpus):.2f}; load average {load0:.1f} -> "
           f"{os.getloadavg()[0]:.1f}")
     if d_py is not None:
         d_med = median(d_walls)
-        print(f"default  : median {d_med:6.2f} s  {mb / d_med:7.1f} MB/s  CPU {median(d_cpus):.2f} s  peak RSS "
-              f"{d_rss / 2**20:.0f} MiB  {'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
+        print(f"default  : median {d_med:6.2f} s  {mb / d_med:7.1f} MB/s  CPU {median(d_cpus):.2f} s  "
+              f"{'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
         ratio = a_med / d_med
         print(f"engines  : default/equipped speed {ratio:.2f} (goal >= 0.67, i.e. <= 1.5x the time: "
               f"{'ok' if ratio >= 1 / 1.5 else 'MISSED'}); time {d_med / a_med:.2f}x; "
               f"default/grep speed {g_med / d_med:.2f}")
+    a_rss = max(a_rss, run_analyzer(log, tmp / "out.json", rss=True)[2])
+    print(f"memory   : peak RSS {a_rss / 2**20:.0f} MiB (a run of its own, polled)")
     if not args.keep:
         log.unlink()
     if args.memory_mb:
         big = tmp / "big.log"
         size = generate(big, args.memory_mb, seed=1, style=style)
         os.sync()
-        b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
+        b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json", rss=True)
         print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "
               f"peak RSS {b_rss / 2**20:.0f} MiB (goal < 300 MB)  {b_out}")
         big.unlink()
