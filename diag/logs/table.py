@@ -36,6 +36,12 @@ PENDING_ROWS = 4096
 _INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
 
+def _small_codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of an int64 column (ranks, file ids: a few) and each row's index among them."""
+    uniq = np.unique(col)
+    return uniq, np.searchsorted(uniq, col)
+
+
 def empty_batch(n: int = 0) -> dict:
     b = {c: np.full(n, math.nan) for c in FLOAT_COLS}
     b.update({c: np.full(n, NONE, dtype=np.int64) for c in INT_COLS})
@@ -214,9 +220,14 @@ class StepStore:
         if (fids == fids[0]).all() and (ranks == ranks[0]).all():
             self.last_key[(int(fids[0]), int(ranks[0]))] = int(keys[-1])
             return
-        pairs, last = np.unique(np.stack([fids, ranks], 1)[::-1], axis=0, return_index=True)
-        for (fid, r), i in zip(pairs.tolist(), last.tolist()):
-            self.last_key[(fid, r)] = int(keys[len(keys) - 1 - i])
+        # each (file, rank) pair as one integer, in the pairs' sorted order (np.unique over rows, axis=0, sorts
+        # them as opaque bytes: 0.5 s per million rows of eight interleaved ranks)
+        fu, fi = _small_codes(fids)
+        ru, ri = _small_codes(ranks)
+        last = np.zeros(len(fu) * len(ru), dtype=np.int64)
+        np.maximum.at(last, fi * len(ru) + ri, np.arange(1, len(keys) + 1))  # 1 + the last row of each pair
+        for code in np.flatnonzero(last).tolist():
+            self.last_key[(int(fu[code // len(ru)]), int(ru[code % len(ru)]))] = int(keys[last[code] - 1])
 
     def _sample_plot(self, b: dict) -> None:
         x = np.where(b["step"] != NONE, b["step"], b["iter"]).astype(np.float64)
