@@ -87,23 +87,36 @@ def rows_to_batch(rows: list[tuple]) -> dict:
 
 
 def pack(b: dict) -> dict:
-    """A batch without its empty columns (most formats print a few of the fields), for spilling."""
+    """A batch without its empty columns (most formats print a few of the fields), and its constant ones as
+    one value (a file id, a rank, an epoch, a learning rate, one line's bar redraws), for spilling: a parallel
+    worker's records cross to the main process through a file, so its bytes are written and read back."""
     out: dict = {"_n": batch_len(b)}
     for c, a in b.items():
         if c in FLOAT_COLS:
-            if not np.isnan(a).all():
-                out[c] = a
-        elif not (a == NONE).all():
-            out[c] = a
+            if np.isnan(a).all():
+                continue
+            same = a.view(np.int64) == a[:1].view(np.int64)  # bit for bit: -0.0 is not 0.0
+        elif (a == NONE).all():
+            continue
+        else:
+            same = a == a[0]
+        out[c] = a[:1].copy() if len(a) > 1 and same.all() else a
     return out
 
 
 def unpack(p: dict) -> dict:
-    """A packed batch with its empty columns again (only those are allocated)."""
+    """A packed batch with its empty and constant columns again (only those are allocated)."""
     n = p["_n"]
-    b = {c: p[c] if c in p else np.full(n, math.nan) for c in FLOAT_COLS}
-    b.update((c, p[c] if c in p else np.full(n, NONE, dtype=np.int64)) for c in INT_COLS)
+    b = {c: _column(p, c, n, math.nan, np.float64) for c in FLOAT_COLS}
+    b.update((c, _column(p, c, n, NONE, np.int64)) for c in INT_COLS)
     return b
+
+
+def _column(p: dict, c: str, n: int, empty, dtype) -> np.ndarray:
+    a = p.get(c)
+    if a is None:
+        return np.full(n, empty, dtype=dtype)
+    return a if len(a) == n else np.full(n, a[0], dtype=a.dtype)
 
 
 def _json_float(v: float) -> float | str:
