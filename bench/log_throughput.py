@@ -28,38 +28,43 @@ most 1.5x the time, i.e. a speed ratio >= 0.67).
 Measured (issue 22, point 6). Quiet machine (load 1), before these changes, source compiled on
 every run and the RSS poll in the timed runs: rank 0.94, timestamped 0.75, megatron 0.57,
 megatron-prefixed 0.62, megatron-nccl 0.67, hf-trainer 0.42, hf-trainer-quoted 0.39, lightning
-0.01. Then on the shared 2-core machine (load 7-17; ratio = grep time / analyze time, median of 3
-alternated pairs, before = commit cdb4423, both byte-compiled and unpolled; CPU seconds of grep /
-before / after; same findings, steps and candidate lines before and after, 500 MB each):
+0.01. Then on the shared 2-core machine while it was quiet (load 0.6-1.6; ratio = grep time /
+analyze time, median of 3 alternated pairs (5 for hf-trainer*), before = commit cdb4423, both
+byte-compiled and unpolled; CPU seconds of grep / before / after; the same findings, steps and
+candidate lines before and after; 500 MB each):
 
     shape              ratio before -> after   CPU s grep / before / after
-    rank               0.73 -> 0.86            1.14 / 1.93 / 1.85
-    timestamped        0.86 -> 0.65            1.11 / 2.00 / 2.02
-    megatron           0.59 -> 0.62            0.79 / 1.67 / 1.77
-    megatron-prefixed  0.55 -> 0.53            0.79 / 1.62 / 1.77
-    megatron-nccl      0.47 -> 0.64            0.74 / 1.56 / 1.65
-    nccl-info-heavy    0.51 -> 0.32            0.72 / 1.74 / 1.82
-    hf-trainer         0.33 -> 0.35            0.33 / 1.01 / 1.02
-    hf-trainer-quoted  0.35 -> 0.33            0.32 / 0.96 / 1.00
-    torchrun-ranks     0.23 -> 0.38            0.92 / 3.99 / 2.53
-    lightning          0.01 -> 0.03            0.08 / 15.10 / 4.60
+    rank               0.96 -> 1.07            1.03 / 1.71 / 1.55
+    timestamped        0.97 -> 1.03            1.01 / 1.70 / 1.61
+    megatron           0.75 -> 0.82            0.72 / 1.52 / 1.37
+    megatron-prefixed  0.87 -> 0.83            0.75 / 1.34 / 1.41
+    megatron-nccl      0.77 -> 0.78            0.69 / 1.44 / 1.41
+    nccl-info-heavy    0.68 -> 0.71            0.67 / 1.56 / 1.50
+    hf-trainer         0.51 -> 0.48-0.55       0.30 / 0.87 / 0.82-0.88
+    hf-trainer-quoted  0.50 -> 0.46            0.29 / 0.85 / 0.90-0.94
+    torchrun-ranks     0.27 -> 0.54            0.90 / 4.05 / 2.60
+    lightning          0.01 -> 0.03            0.08 / 13.5 / 4.06   (peak RSS 174 MiB; 2 GB: 176 MiB)
 
-Where CPU is unchanged the ratio moved with the load (the same code gave 0.47 and 0.64). The
-changes: torchrun-ranks' main process no longer sorts (file, rank) pairs as bytes per batch
-(StepStore.note_progress) and reads back constant columns as one value (table.pack); a Lightning
-bar's line (1000 '\r' redraws, each a step) is read by the C kernel (_fastscan.bars) instead of
-two Python regex matches per redraw. hf-trainer's ~1.0 s CPU is ~0.45 s in the workers (500 MB
-at ~1.1 GB/s a core: the template and keyword kernels, reads and copies) and ~0.5 s fixed in the
-main process (imports 0.13-0.17 s, replay 0.07 s, document, redaction and JSON of 5000 step rows
-0.1 s); on a quiet machine that is ~0.58 s of wall against grep's ~0.33 s (about 0.55): the 0.42
-measured before paid ~0.1 s CPU more for compiling from source and the RSS poll's share of a core.
+(At load 7-17 the same pairs gave torchrun-ranks 0.23 -> 0.38 and ratios that moved by 0.2 with
+the load where CPU did not change.) The changes: torchrun-ranks' main process no longer sorts
+(file, rank) pairs as bytes per batch (StepStore.note_progress), reads back constant columns as
+one value (table.pack) and empty ones without allocating them; a Lightning bar's line (1000 '\r'
+redraws, each a step) is read by the C kernel (_fastscan.bars) instead of two Python regex
+matches per redraw. hf-trainer's ~0.85 s CPU (unchanged: within noise) is ~0.4 s in the workers
+(500 MB at ~1.2 GB/s a core: the template and keyword kernels, reads and copies) and ~0.45 s
+fixed in the main process (imports 0.13-0.2 s, replay 0.06-0.08 s, document, redaction and JSON
+of its 5000 step rows 0.06 s): ~0.55 s of wall against grep's 0.3 s, at the goal's edge; the
+0.42 measured before also paid ~0.1 s CPU for compiling from source and the RSS poll.
 
 Lightning's floor: grep -cE reads its 5243 lines of ~100 KB (5.2 M redraws) at ~6 GB/s, because
 it stops at each line's first match, 0.08 s for 500 MB. analyze-log must read every redraw's
 loss (a NaN in any one is a finding): start-up alone is 0.17-0.2 s CPU (Python, NumPy, llmdiag's
 imports), which caps the ratio at 0.4; the C kernel reads the redraws at ~1.2-1.5 GB/s a core,
 and the main process replays 5.2 M rows through duplicate check, step table and detectors at
-~100-250 ns a row (0.5-1.3 s). 0.5x is not reachable for this shape; the floor is about 0.1x.
+~100-250 ns a row (0.5-1.3 s). 0.5x is not reachable for this shape; the floor is about 0.1x
+(~0.8 s). What stands between 0.03x and it: per physical line, the first redraw is still parsed
+in Python to build the kernel's reader (progress_of, bar_reader, the prefix and signature checks,
+~0.3-0.5 ms a line, 5243 lines), and the main process's replay of every row.
 """
 
 from __future__ import annotations
