@@ -801,9 +801,10 @@ def _bar_columns(raw: bytes, head, fields, epochs: bool):
     present}; None when a non-blank redraw has no head of the bar's shape. The C kernel reads them where it can
     (``_fastscan.bars`` answers None where the regexes might read otherwise), the regexes the rest."""
     keys = [rx.pattern.split("=", 1)[0].replace("\\", "") for rx, _c in fields]
-    if bulk._fastscan is not None and all(k.isascii() and re.escape(k) + "=" == rx.pattern.split("(?<!", 1)[0]
+    bars = getattr(bulk._fastscan, "bars", None)  # None: no kernel, or one built before bars() (rebuild it)
+    if bars is not None and all(k.isascii() and re.escape(k) + "=" == rx.pattern.split("(?<!", 1)[0]
                                           for k, (rx, _c) in zip(keys, fields)):
-        got = bulk._fastscan.bars(raw, epochs, tuple(k.encode() for k in keys))
+        got = bars(raw, epochs, tuple(k.encode() for k in keys))
         if got is not None:
             hcols, vbytes, pbytes, n = got
             ep, count, tot = np.frombuffer(hcols, dtype=np.int64).reshape(3, n)
