@@ -5,13 +5,15 @@ line every few lines (20 % of the lines), an NCCL WARN now and then, and a colle
 timeout with a traceback at the end. Then, alternating ``--repeat`` times:
 
 - ``grep -cE`` with the analyzer's own prefilter keywords (``analyzer.grep_pattern``),
-- the real CLI, ``llmdiag analyze-log FILE -f json -o OUT``, whose peak memory is the
-  largest sum of RSS over its process tree (it forks a worker per extra core), polled with
-  psutil every 10 ms,
+- the real CLI, ``llmdiag analyze-log FILE -f json -o OUT``, llmdiag byte-compiled first (as
+  an installed wheel is),
 
-and prints the best wall time of each, MB/s, their ratio, and peak RSS; then the same CLI on
-a larger log (default 2 GB) for peak RSS. The machine's load average is printed too: on a
-shared machine, compare the ratio, which both sides feel alike, rather than raw MB/s.
+and prints the median wall time of each, MB/s, their ratio (median and best of the pairs) and
+CPU times; then one more CLI run whose peak memory is the largest sum of RSS over its process
+tree (it forks a worker per extra core), polled with psutil every 10 ms (apart: the poll costs
+a third of a core here), and the same CLI on a larger log (default 2 GB) for peak RSS. The
+machine's load average is printed too: on a shared machine, compare the ratio, which both
+sides feel alike, rather than raw MB/s; under load, the CPU-time ratio is the steadier one.
 
 ``--engines`` adds, alternating with the runs above, the same CLI on the same log from a
 "default install": a fresh venv with this checkout's wheel and only its default dependencies
@@ -22,6 +24,47 @@ most 1.5x the time, i.e. a speed ratio >= 0.67).
 
     python bench/log_throughput.py [--mb 500] [--memory-mb 2048] [--repeat 3] [--keep]
                                    [--engines [--default-venv PATH]]
+
+Measured (issue 22, point 6). Quiet machine (load 1), before these changes, source compiled on
+every run and the RSS poll in the timed runs: rank 0.94, timestamped 0.75, megatron 0.57,
+megatron-prefixed 0.62, megatron-nccl 0.67, hf-trainer 0.42, hf-trainer-quoted 0.39, lightning
+0.01. Then on the shared 2-core machine while it was quiet (load 0.6-1.6; ratio = grep time /
+analyze time, median of 3 alternated pairs (5 for hf-trainer*), before = commit cdb4423, both
+byte-compiled and unpolled; CPU seconds of grep / before / after; the same findings, steps and
+candidate lines before and after; 500 MB each):
+
+    shape              ratio before -> after   CPU s grep / before / after
+    rank               0.96 -> 1.07            1.03 / 1.71 / 1.55
+    timestamped        0.97 -> 1.03            1.01 / 1.70 / 1.61
+    megatron           0.75 -> 0.82            0.72 / 1.52 / 1.37
+    megatron-prefixed  0.87 -> 0.83            0.75 / 1.34 / 1.41
+    megatron-nccl      0.77 -> 0.78            0.69 / 1.44 / 1.41
+    nccl-info-heavy    0.68 -> 0.71            0.67 / 1.56 / 1.50
+    hf-trainer         0.51 -> 0.48-0.55       0.30 / 0.87 / 0.82-0.88
+    hf-trainer-quoted  0.50 -> 0.46            0.29 / 0.85 / 0.90-0.94
+    torchrun-ranks     0.27 -> 0.54            0.90 / 4.05 / 2.60
+    lightning          0.01 -> 0.03            0.08 / 13.5 / 4.06   (peak RSS 174 MiB; 2 GB: 176 MiB)
+
+(At load 7-17 the same pairs gave torchrun-ranks 0.23 -> 0.38 and ratios that moved by 0.2 with
+the load where CPU did not change.) The changes: torchrun-ranks' main process no longer sorts
+(file, rank) pairs as bytes per batch (StepStore.note_progress), reads back constant columns as
+one value (table.pack) and empty ones without allocating them; a Lightning bar's line (1000 '\r'
+redraws, each a step) is read by the C kernel (_fastscan.bars) instead of two Python regex
+matches per redraw. hf-trainer's ~0.85 s CPU (unchanged: within noise) is ~0.4 s in the workers
+(500 MB at ~1.2 GB/s a core: the template and keyword kernels, reads and copies) and ~0.45 s
+fixed in the main process (imports 0.13-0.2 s, replay 0.06-0.08 s, document, redaction and JSON
+of its 5000 step rows 0.06 s): ~0.55 s of wall against grep's 0.3 s, at the goal's edge; the
+0.42 measured before also paid ~0.1 s CPU for compiling from source and the RSS poll.
+
+Lightning's floor: grep -cE reads its 5243 lines of ~100 KB (5.2 M redraws) at ~6 GB/s, because
+it stops at each line's first match, 0.08 s for 500 MB. analyze-log must read every redraw's
+loss (a NaN in any one is a finding): start-up alone is 0.17-0.2 s CPU (Python, NumPy, llmdiag's
+imports), which caps the ratio at 0.4; the C kernel reads the redraws at ~1.2-1.5 GB/s a core,
+and the main process replays 5.2 M rows through duplicate check, step table and detectors at
+~100-250 ns a row (0.5-1.3 s). 0.5x is not reachable for this shape; the floor is about 0.1x
+(~0.8 s). What stands between 0.03x and it: per physical line, the first redraw is still parsed
+in Python to build the kernel's reader (progress_of, bar_reader, the prefix and signature checks,
+~0.3-0.5 ms a line, 5243 lines), and the main process's replay of every row.
 """
 
 from __future__ import annotations
@@ -234,11 +277,14 @@ def _children_cpu() -> float:
 
 
 def run_analyzer(path: Path, out: Path, argv: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> tuple[float, float, int, dict]:
-    """Wall time, CPU time (its whole process tree) and peak RSS (bytes, summed over the tree).
+                 env: dict[str, str] | None = None, rss: bool = False) -> tuple[float, float, int, dict]:
+    """Wall time, CPU time (its whole process tree) and, with ``rss``, peak RSS (bytes, summed over
+    the tree; else 0).
 
     ``argv`` is the command that runs llmdiag (default: this interpreter's), ``env`` its
-    environment (default: this one's)."""
+    environment (default: this one's). The RSS poll (every 10 ms, the process tree found through
+    /proc) costs a third of a core on a machine with hundreds of processes, which grep's side
+    does not pay: timed runs go without it, and one more run per log measures the memory."""
     import psutil
 
     cpu0 = _children_cpu()
@@ -246,17 +292,18 @@ def run_analyzer(path: Path, out: Path, argv: list[str] | None = None,
     proc = subprocess.Popen((argv or llmdiag_argv()) + ["analyze-log", str(path), "-f", "json", "-o", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env)
     peak = 0
-    ps = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            procs = [ps] + ps.children(recursive=True)
-            peak = max(peak, sum(p.memory_info().rss for p in procs))
-        except psutil.Error:
-            pass
-        time.sleep(0.01)
+    if rss:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                procs = [ps] + ps.children(recursive=True)
+                peak = max(peak, sum(p.memory_info().rss for p in procs))
+            except psutil.Error:
+                pass
+            time.sleep(0.01)
+    err = proc.communicate()[1].decode()
     wall = time.perf_counter() - t0
     cpu = _children_cpu() - cpu0
-    err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode not in (0, 1):
         raise SystemExit(f"analyze-log failed ({proc.returncode}): {err[-2000:]}")
     doc = json.loads(out.read_text())
@@ -283,6 +330,19 @@ def engine() -> str:
     rx = prefilter_regex()
     kernel = "C kernel" if bulk._fastscan is not None else "re.split (no C kernel)"
     return type(rx).__module__.split(".")[-1] + "." + type(rx).__name__ + f"; progress lines: {kernel}"
+
+
+def compile_bytecode(python: str | Path = sys.executable) -> str:
+    """Byte-compile that interpreter's llmdiag where it has no bytecode yet, as installing a wheel does.
+
+    An editable install under ``PYTHONDONTWRITEBYTECODE=1`` (this machine's environment) never writes
+    ``__pycache__``, so every run would compile some 90 modules from source first (0.1-0.3 s, as much as
+    reading 100 MB): a cost of the checkout, not of analyze-log."""
+    code = ("import compileall, llmdiag, os; ds = [d for m in ('llmdiag', 'llmdiag.probes', 'llmdiag.reports') "
+            "for d in __import__(m, fromlist=['x']).__path__]; "
+            "print(all(compileall.compile_dir(d, quiet=1) for d in ds), *ds)")
+    r = subprocess.run([str(python), "-c", code], check=False, capture_output=True, text=True)
+    return r.stdout.strip() or r.stderr.strip().splitlines()[-1]
 
 
 def clean_env() -> dict[str, str]:
@@ -350,6 +410,7 @@ def main() -> None:
     try:
         d_py = default_install(args.default_venv, tmp) if args.engines else None
         print(f"machine  : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; prefilter {engine()}")
+        print(f"bytecode : {compile_bytecode()}")
         if d_py is not None:
             print(f"engines  : equipped {engine_of(sys.executable)}")
             print(f"           default  {engine_of(d_py, clean_env())}")
@@ -374,7 +435,7 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
     mb = size / 1e6
     load0 = os.getloadavg()[0]
     g_walls, a_walls, d_walls, g_cpus, a_cpus, d_cpus = [], [], [], [], [], []
-    a_rss = d_rss = 0
+    a_rss = 0
     d_out: dict = {}
     for _ in range(args.repeat):
         g_wall, g_c, g_count = run_grep(log)
@@ -382,9 +443,8 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
         g_walls.append(g_wall), a_walls.append(a_wall), g_cpus.append(g_c), a_cpus.append(a_c)
         a_rss = max(a_rss, rss)
         if d_py is not None:
-            d_wall, d_c, rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
+            d_wall, d_c, _rss, d_out = run_analyzer(log, tmp / "out.json", llmdiag_argv(d_py), clean_env())
             d_walls.append(d_wall), d_cpus.append(d_c)
-            d_rss = max(d_rss, rss)
     load = (load0 + os.getloadavg()[0]) / 2
     ratios = [g / a for g, a in zip(g_walls, a_walls)]  # each pair ran back to back: both felt the same load
     g_med, a_med = median(g_walls), median(a_walls)
@@ -392,25 +452,27 @@ def bench_style(style: str, args, tmp: Path, d_py: Path | None) -> tuple:
     print(f"grep -cE : median {g_med:6.2f} s  {mb / g_med:7.1f} MB/s  CPU {median(g_cpus):.2f} s  "
           f"({g_count} matching lines)")
     print(f"analyze  : median {a_med:6.2f} s  {mb / a_med:7.1f} MB/s  CPU {median(a_cpus):.2f} s  "
-          f"peak RSS {a_rss / 2**20:.0f} MiB  {a_out}")
+          f"{a_out}")
     print(f"ratio    : analyze/grep speed median {median(ratios):.2f}, best {max(ratios):.2f} (goal >= 0.5); "
           f"CPU time grep/analyze {median(g_cpus) / median(a_cpus):.2f}; load average {load0:.1f} -> "
           f"{os.getloadavg()[0]:.1f}")
     if d_py is not None:
         d_med = median(d_walls)
-        print(f"default  : median {d_med:6.2f} s  {mb / d_med:7.1f} MB/s  CPU {median(d_cpus):.2f} s  peak RSS "
-              f"{d_rss / 2**20:.0f} MiB  {'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
+        print(f"default  : median {d_med:6.2f} s  {mb / d_med:7.1f} MB/s  CPU {median(d_cpus):.2f} s  "
+              f"{'same result' if d_out == a_out else f'DIFFERENT result {d_out}'}")
         ratio = a_med / d_med
         print(f"engines  : default/equipped speed {ratio:.2f} (goal >= 0.67, i.e. <= 1.5x the time: "
               f"{'ok' if ratio >= 1 / 1.5 else 'MISSED'}); time {d_med / a_med:.2f}x; "
               f"default/grep speed {g_med / d_med:.2f}")
+    a_rss = max(a_rss, run_analyzer(log, tmp / "out.json", rss=True)[2])
+    print(f"memory   : peak RSS {a_rss / 2**20:.0f} MiB (a run of its own, polled)")
     if not args.keep:
         log.unlink()
     if args.memory_mb:
         big = tmp / "big.log"
         size = generate(big, args.memory_mb, seed=1, style=style)
         os.sync()
-        b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json")
+        b_wall, _b_cpu, b_rss, b_out = run_analyzer(big, tmp / "out.json", rss=True)
         print(f"memory   : {size / 1e6:.0f} MB log in {b_wall:.1f} s ({size / 1e6 / b_wall:.1f} MB/s), "
               f"peak RSS {b_rss / 2**20:.0f} MiB (goal < 300 MB)  {b_out}")
         big.unlink()

@@ -106,6 +106,24 @@ static int digits_value(const unsigned char *p, Py_ssize_t n, long long *out) {
     return 1;
 }
 
+/* float() of the n-byte token at s (PyOS_string_to_double, what float() uses); 0 if it is not one whole
+ * number or longer than MAX_EXP_TOKEN */
+static int token_double(const unsigned char *s, Py_ssize_t n, double *out) {
+    char tmp[MAX_EXP_TOKEN + 1];
+    char *end = NULL;
+    if (n > MAX_EXP_TOKEN) return 0;
+    memcpy(tmp, s, (size_t)n);
+    tmp[n] = 0;
+    double v = PyOS_string_to_double(tmp, &end, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != tmp + n) return 0;
+    *out = v;
+    return 1;
+}
+
 /* The value of one slot, or 0 when the line must take the slow path. */
 static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize_t *rs,
                       const Py_ssize_t *re_, const char *const *pieces, const Py_ssize_t *plen, double *out) {
@@ -149,20 +167,7 @@ static int slot_value(const unsigned char *buf, const slot_t *sl, const Py_ssize
                 return 1;
             }
         }
-        char tmp[MAX_EXP_TOKEN + 1];
-        Py_ssize_t n = re_[b] - rs[a];
-        char *end = NULL;
-        if (n > MAX_EXP_TOKEN) return 0;
-        memcpy(tmp, buf + rs[a], (size_t)n);
-        tmp[n] = 0;
-        double v = PyOS_string_to_double(tmp, &end, NULL);
-        if (v == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (end != tmp + n) return 0;
-        *out = v;
-        return 1;
+        return token_double(buf + rs[a], re_[b] - rs[a], out);
     }
 }
 
@@ -492,10 +497,394 @@ done:
     return result;
 }
 
+/* ---- a progress bar's line: every redraw's counter and postfix numbers ------------------------- */
+/*
+ * bars(line, epochs, keys) reads a tqdm bar's physical line (its redraws separated by '\r', as a
+ * file gets them) the way analyzer.LogAnalyzer.bar_line reads it with formats.bar_reader's
+ * regexes, run with finditer over the decoded line:
+ *
+ *   head   (epochs)  Epoch (\d+)(?:/\d+)?:?\s+\d+%\|[^|\r]*\|\s*(\d+)/(\d+)\s*\[
+ *          (else)    ()\|\s*(\d+)/(\d+)\s*\[
+ *   field  per key   KEY=(?<![\w/.-]KEY=)(NUM)        (formats.NUM, first alternative that matches)
+ *
+ * and gives, per head in line order, the epoch (0 without), count and total, and per key the value
+ * of the last field match at or after that head's start and before the next head's (NaN and not
+ * present without one).  It answers only where that reading is certain to be the regexes' one, and
+ * None otherwise, so the caller reads the line with the regexes: a non-blank redraw without exactly
+ * one head, a head across a '\r', a Unicode digit where \d could take it, a number with thousands
+ * separators, a sign before a sign, more than 18 digits.  \s, \d and \w are the str pattern's
+ * (Unicode: the predicates re itself uses, on the decoded character).  Values are float()'s: decimals of at most 15 digits as one correctly
+ * rounded division (as scan), everything else through PyOS_string_to_double.
+ */
+#define BAR_BAIL (-2)
+
+/* The code point at p and its length in bytes (UTF-8; an invalid sequence is one U+FFFD of one byte, as
+ * the "replace" decoding gives it: no digit, space or word character either way). */
+static Py_UCS4 cp_at(const unsigned char *p, const unsigned char *e, Py_ssize_t *len) {
+    unsigned char c = *p;
+    Py_ssize_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    Py_UCS4 cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+    if (!n || e - p < n) {
+        *len = 1;
+        return 0xFFFD;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) {
+            *len = 1;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    *len = n;
+    return cp;
+}
+
+/* the code point that ends just before p (at least one byte after ``start``) */
+static Py_UCS4 cp_before(const unsigned char *start, const unsigned char *p) {
+    const unsigned char *q = p - 1;
+    while (q > start && p - q < 4 && (*q & 0xc0) == 0x80) q--;
+    Py_ssize_t n;
+    Py_UCS4 cp = cp_at(q, p, &n);
+    return q + n == p ? cp : 0xFFFD;
+}
+
+/* what a str pattern's \d, \s and \w take (re uses these predicates) */
+static int uni_digit(const unsigned char *p, const unsigned char *e) {
+    Py_ssize_t n;
+    return p < e && *p >= 0x80 && Py_UNICODE_ISDECIMAL(cp_at(p, e, &n));
+}
+
+/* bytes of one whitespace character (as \s and str.strip take it) at p, else 0 */
+static Py_ssize_t ws_len(const unsigned char *p, const unsigned char *e) {
+    if (*p < 0x80) return Py_UNICODE_ISSPACE(*p) ? 1 : 0;
+    Py_ssize_t n;
+    Py_UCS4 cp = cp_at(p, e, &n);
+    return Py_UNICODE_ISSPACE(cp) ? n : 0;
+}
+
+/* \s* (min 0) or \s+ (min 1) at *pp; 0 no match, 1 match, BAR_BAIL where it crosses a '\r' */
+static int bar_spaces(const unsigned char **pp, const unsigned char *e, int min) {
+    const unsigned char *p = *pp;
+    int n = 0;
+    Py_ssize_t k;
+    while (p < e && (k = ws_len(p, e)) > 0) {
+        if (*p == '\r') return BAR_BAIL;
+        p += k;
+        n++;
+    }
+    *pp = p;
+    return n >= min;
+}
+
+/* \d+ at *pp (ASCII digits; a Unicode digit where one could go is a bail), its value */
+static int bar_digits(const unsigned char **pp, const unsigned char *e, long long *out) {
+    const unsigned char *p = *pp, *s = p;
+    long long v = 0;
+    while (p < e && is_digit(*p)) {
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (uni_digit(p, e)) return BAR_BAIL;
+    if (p == s) return 0;
+    if (p - s > 18) return BAR_BAIL;
+    *pp = p;
+    *out = v;
+    return 1;
+}
+
+#define BAR_STEP(x)                     \
+    do {                                \
+        int r_ = (x);                   \
+        if (r_ != 1) return r_ ? r_ : 0; \
+    } while (0)
+
+/* The head at p: 1 (fills the numbers and its end), 0 (none here), BAR_BAIL */
+static int bar_head(const unsigned char *p, const unsigned char *e, int epochs, long long *ep, long long *count,
+                    long long *total, const unsigned char **end) {
+    long long tmp;
+    *ep = 0;
+    if (epochs) {
+        p += 6; /* "Epoch " */
+        BAR_STEP(bar_digits(&p, e, ep));
+        if (p + 1 < e && *p == '/' && is_digit(p[1])) {
+            p++;
+            BAR_STEP(bar_digits(&p, e, &tmp));
+        } else if (p < e && *p == '/' && uni_digit(p + 1, e)) {
+            return BAR_BAIL;
+        }
+        if (p < e && *p == ':') p++;
+        BAR_STEP(bar_spaces(&p, e, 1));
+        BAR_STEP(bar_digits(&p, e, &tmp));
+        if (e - p < 2 || p[0] != '%' || p[1] != '|') return 0;
+        p += 2;
+        while (p < e && *p != '|' && *p != '\r') p++;
+        if (p >= e || *p != '|') return 0;
+    }
+    p++; /* the '|' */
+    BAR_STEP(bar_spaces(&p, e, 0));
+    BAR_STEP(bar_digits(&p, e, count));
+    if (p >= e || *p != '/') return 0;
+    p++;
+    BAR_STEP(bar_digits(&p, e, total));
+    BAR_STEP(bar_spaces(&p, e, 0));
+    if (p >= e || *p != '[') return 0;
+    *end = p + 1;
+    return 1;
+}
+
+/* formats.NUM at p: 1 (token [p, *end)), 0 (no match), BAR_BAIL */
+static int bar_num(const unsigned char *p, const unsigned char *e, const unsigned char **end) {
+    if (p < e && (*p == '+' || *p == '-')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) return BAR_BAIL;
+    }
+    if (e - p >= 3 && (!memcmp(p, "nan", 3) || !memcmp(p, "NaN", 3) || !memcmp(p, "NAN", 3) || !memcmp(p, "inf", 3) ||
+                       !memcmp(p, "Inf", 3) || !memcmp(p, "INF", 3))) {
+        *end = p + 3;
+        return 1;
+    }
+    const unsigned char *q = p;
+    if (q < e && is_digit(*q)) {
+        while (q < e && is_digit(*q)) q++;
+        if (q - p <= 3 && q < e && *q == ',') { /* thousands separators ",ddd" take the other alternative */
+            int i = 1;
+            while (i <= 3 && q + i < e && is_digit(q[i])) i++;
+            if (i == 4 || uni_digit(q + i, e)) return BAR_BAIL;
+        }
+        if (q < e && *q == '.') {
+            q++;
+            while (q < e && is_digit(*q)) q++;
+        }
+    } else if (q + 1 < e && *q == '.' && is_digit(q[1])) {
+        q++;
+        while (q < e && is_digit(*q)) q++;
+    } else {
+        return (uni_digit(q, e) || (q + 1 < e && *q == '.' && uni_digit(q + 1, e))) ? BAR_BAIL : 0;
+    }
+    if (q < e && (*q == 'e' || *q == 'E')) {
+        const unsigned char *x = q + 1;
+        if (x < e && (*x == '+' || *x == '-')) x++;
+        if (x < e && is_digit(*x)) {
+            while (x < e && is_digit(*x)) x++;
+            q = x;
+        } else if (uni_digit(x, e)) {
+            return BAR_BAIL;
+        }
+    }
+    if (uni_digit(q, e)) return BAR_BAIL;
+    *end = q;
+    return 1;
+}
+
+/* float() of the token [s, t) */
+static int bar_value(const unsigned char *s, const unsigned char *t, double *out) {
+    const unsigned char *p = s;
+    int neg = 0;
+    if (*p == '+' || *p == '-') neg = *p++ == '-';
+    long long m = 0;
+    int digits = 0, frac = -1, simple = 1;
+    for (; p < t && simple; p++) {
+        if (is_digit(*p)) {
+            m = m * 10 + (*p - '0');
+            digits++;
+            if (frac >= 0) frac++;
+        } else if (*p == '.' && frac < 0) {
+            frac = 0;
+        } else {
+            simple = 0;
+        }
+    }
+    if (simple && digits && digits <= MAX_DIGITS) {
+        double v = frac > 0 ? (double)m / POW10[frac] : (double)m;
+        *out = neg ? -v : v;
+        return 1;
+    }
+    return token_double(s, t - s, out);
+}
+
+static PyObject *fastscan_bars(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int epochs;
+    PyObject *keys_obj;
+    if (!PyArg_ParseTuple(args, "y*pO!", &view, &epochs, &PyTuple_Type, &keys_obj)) return NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf, *e = buf + view.len;
+    Py_ssize_t nk = PyTuple_GET_SIZE(keys_obj), cap = 256, nh = 0;
+    long long *head = NULL; /* per head: start, epoch, count, total */
+    double *vals = NULL;
+    unsigned char *present = NULL;
+    PyObject *result = NULL;
+    int bail = 0, seg_heads = 0, seg_blank = 1;
+    const unsigned char *p = buf, *seg = buf;
+    if (nk > 16) {
+        PyErr_SetString(PyExc_ValueError, "at most 16 keys");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys_obj, k);
+        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) < 1) {
+            PyErr_SetString(PyExc_TypeError, "keys must be non-empty bytes");
+            goto done;
+        }
+    }
+    head = PyMem_Malloc(sizeof(long long) * 4 * (size_t)cap);
+    if (!head) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the heads, as finditer finds them, and one per non-blank redraw */
+    for (;;) {
+        const unsigned char *hit;
+        if (epochs) {
+            hit = p < e ? memchr(p, 'E', (size_t)(e - p)) : NULL;
+            while (hit && (e - hit < 6 || memcmp(hit, "Epoch ", 6) != 0))
+                hit = hit + 1 < e ? memchr(hit + 1, 'E', (size_t)(e - hit - 1)) : NULL;
+        } else {
+            hit = p < e ? memchr(p, '|', (size_t)(e - p)) : NULL;
+        }
+        /* the redraws that end before the hit (or the line's end) */
+        const unsigned char *upto = hit ? hit : e;
+        for (;;) {
+            const unsigned char *cr = memchr(seg, '\r', (size_t)(upto - seg));
+            const unsigned char *se = cr ? cr : upto;
+            if (seg_blank)
+                for (const unsigned char *q = seg; q < se;) {
+                    Py_ssize_t k = ws_len(q, e);
+                    if (!k || *q == '\r') {
+                        seg_blank = 0;
+                        break;
+                    }
+                    q += k;
+                }
+            if (!cr) {
+                seg = upto;
+                break;
+            }
+            if (seg_heads != (seg_blank ? 0 : 1)) {
+                bail = 1;
+                goto done;
+            }
+            seg = cr + 1;
+            seg_heads = 0;
+            seg_blank = 1;
+        }
+        if (!hit) break;
+        long long ep, count, total;
+        const unsigned char *end;
+        int r = bar_head(hit, e, epochs, &ep, &count, &total, &end);
+        if (r == BAR_BAIL) {
+            bail = 1;
+            goto done;
+        }
+        if (r == 0) {
+            p = hit + 1;
+            continue;
+        }
+        if (nh == cap) {
+            cap *= 2;
+            long long *h2 = PyMem_Realloc(head, sizeof(long long) * 4 * (size_t)cap);
+            if (!h2) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            head = h2;
+        }
+        head[4 * nh] = hit - buf;
+        head[4 * nh + 1] = ep;
+        head[4 * nh + 2] = count;
+        head[4 * nh + 3] = total;
+        nh++;
+        seg_heads++;
+        seg_blank = 0;
+        /* the head's own text up to its end belongs to this redraw ([^|\r] and \s checked it has no '\r') */
+        seg = end;
+        p = end;
+    }
+    if (seg_heads != (seg_blank ? 0 : 1)) {
+        bail = 1;
+        goto done;
+    }
+    vals = PyMem_Malloc(sizeof(double) * (size_t)(nh * nk + 1));
+    present = PyMem_Calloc((size_t)(nh * nk + 1), 1);
+    if (!vals || !present) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nh * nk; i++) vals[i] = Py_NAN;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys_obj, k);
+        const unsigned char *ks = (const unsigned char *)PyBytes_AS_STRING(key);
+        Py_ssize_t kn = PyBytes_GET_SIZE(key), h = 0;
+        const unsigned char *q = buf;
+        while (e - q > kn) {
+            const unsigned char *m = memchr(q, ks[0], (size_t)(e - q - kn));
+            if (!m) break;
+            if (memcmp(m, ks, (size_t)kn) != 0 || m[kn] != '=') {
+                q = m + 1;
+                continue;
+            }
+            if (m > buf) { /* the lookbehind: no [\w/.-] before the key */
+                Py_UCS4 c = m[-1] < 0x80 ? m[-1] : cp_before(buf, m);
+                if (c == '_' || c == '/' || c == '.' || c == '-' || Py_UNICODE_ISALNUM(c)) {
+                    q = m + 1;
+                    continue;
+                }
+            }
+            const unsigned char *end;
+            int r = bar_num(m + kn + 1, e, &end);
+            if (r == BAR_BAIL) {
+                bail = 1;
+                goto done;
+            }
+            if (r == 0) {
+                q = m + 1;
+                continue;
+            }
+            Py_ssize_t at = m - buf;
+            while (h < nh && head[4 * h] <= at) h++; /* h - 1: the last head at or before the match */
+            if (h > 0) {
+                double v;
+                if (!bar_value(m + kn + 1, end, &v)) {
+                    bail = 1;
+                    goto done;
+                }
+                vals[(h - 1) * nk + k] = v;
+                present[(h - 1) * nk + k] = 1;
+            }
+            q = end;
+        }
+    }
+    {
+        long long *cols = PyMem_Malloc(sizeof(long long) * 3 * (size_t)(nh + 1));
+        if (!cols) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < nh; i++) {
+            cols[i] = head[4 * i + 1];
+            cols[nh + i] = head[4 * i + 2];
+            cols[2 * nh + i] = head[4 * i + 3];
+        }
+        result = Py_BuildValue("(y#y#y#n)", (const char *)cols, (Py_ssize_t)sizeof(long long) * 3 * nh,
+                               (const char *)vals, (Py_ssize_t)sizeof(double) * nh * nk, (const char *)present,
+                               nh * nk, nh);
+        PyMem_Free(cols);
+    }
+done:
+    PyMem_Free(head);
+    PyMem_Free(vals);
+    PyMem_Free(present);
+    PyBuffer_Release(&view);
+    if (bail && !result && !PyErr_Occurred()) Py_RETURN_NONE;
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"keywords", fastscan_keywords, METH_VARARGS,
      "keywords(buf, pos, keywords, anchors, tails[, first_only]) -> int64 bytes of (start, end) per match, as "
      "re.finditer finds the alternation of the keywords from pos (with first_only: the first match of each line)"},
+    {"bars", fastscan_bars, METH_VARARGS,
+     "bars(line, epochs, keys) -> (epoch, count, total int64 bytes, values float64 bytes (per head, per key), present "
+     "bytes, heads) or None: a tqdm bar line's redraws as LogAnalyzer.bar_line's regexes read them"},
     {"scan", fastscan_scan, METH_VARARGS,
      "scan(buf, pieces, slots[, widths[, flex flags[, segments]]]) -> (line indices int64 bytes, line (or "
      "segment) offsets int64 bytes, values float64 bytes, blanked copy, newlines)"},

@@ -503,16 +503,22 @@ class LogAnalyzer:
             rank = self._file_rank[file] = int(m[1]) if m else None
         return rank
 
-    def bar_line(self, file: str, lineno: int, text: str) -> int | None:
-        """Every redraw of a progress bar's line at once (readers._redraws): one regex pass over the line, built
+    def bar_line(self, file: str, lineno: int, raw: bytes) -> int | None:
+        """Every redraw of a progress bar's line at once (readers._redraws): one pass over the line, built
         from its first bar record (formats.bar_reader), gives the rows the redraw-by-redraw reading gives; the
         number of records, or None (the line is then read redraw by redraw) when the line is no plain bar:
-        a redraw that is no bar (an error glued in), a prefix, a shape the regex does not take."""
-        if self._joiner.pending(file) or self._tables.get(file) is not None or "\r" not in text:
+        a redraw that is no bar (an error glued in), a prefix, a shape the regex does not take.
+
+        The pass is the C kernel's (``_fastscan.bars``: every redraw's counter and postfix numbers, no Python
+        object per redraw) where it is sure to read what the regexes read, else the regexes themselves."""
+        if self._joiner.pending(file) or self._tables.get(file) is not None or b"\r" not in raw:
             return None
-        segs = text.split("\r")
-        first = next((s for s in segs if "oss" in s), None)
-        if first is None or not first.startswith(("Epoch ", " ", "\x1b")) and "|" not in first[:40]:
+        at = raw.find(b"oss")
+        if at < 0:
+            return None
+        end = raw.find(b"\r", at)
+        first = raw[raw.rfind(b"\r", 0, at) + 1:len(raw) if end < 0 else end].decode("utf-8", "replace")
+        if not first.startswith(("Epoch ", " ", "\x1b")) and "|" not in first[:40]:
             return None
         pre = self.normalise(file, first)
         if pre.message != first.rstrip("\r\n") or pre.rank is not None:
@@ -522,39 +528,18 @@ class LogAnalyzer:
         if got is None:
             return None
         head, fields, epochs = got
-        nonblank = sum(1 for s in segs if s.strip())
-        if signatures.match_line(segs[-1]):
+        if signatures.match_line(raw[raw.rfind(b"\r") + 1:].decode("utf-8", "replace")):
             return None  # a redraw that is no bar, or an error glued to the last one: read each one
-        heads = [(m.start(), m[1], m[2], m[3]) for m in head.finditer(text)]
-        if len(heads) != nonblank:
+        cols = _bar_columns(raw, head, fields, epochs)
+        if cols is None:
             return None  # a redraw that is no bar of this shape: read each one
-        starts = np.array([h[0] for h in heads], dtype=np.int64)
-        count = np.array([h[2] for h in heads], dtype=np.int64)
+        ep, count, tot, vals, present = cols
         if epochs:
-            ep = np.array([h[1] for h in heads], dtype=np.int64)
-            it = ep * np.array([h[3] for h in heads], dtype=np.int64) + count
+            it = ep * tot + count
             keep = count != 0  # a bar drawn before its first step (formats.parse_progress)
         else:
             ep, it, keep = None, count, np.ones(len(count), dtype=bool)
-        vals, present = {}, {}
-        has = np.zeros(len(count), dtype=bool)
-        for rx, c in fields:
-            ms = [(m.start(), m[1]) for m in rx.finditer(text)]
-            col = np.full(len(count), np.nan)
-            if ms:
-                at = np.searchsorted(starts, np.array([m[0] for m in ms], dtype=np.int64), side="right") - 1
-                raw = [m[1] for m in ms]
-                try:
-                    v = np.array(raw, dtype=np.float64)  # "nan", "inf" and exponents convert in C
-                except ValueError:  # thousands separators
-                    v = np.array([to_float(x) for x in raw], dtype=np.float64)
-                ok = at >= 0
-                col[at[ok]] = v[ok]
-                present[c] = np.zeros(len(count), dtype=bool)
-                present[c][at[ok]] = True
-                if c == "loss":
-                    has[at[ok]] = True
-            vals[c] = col
+        has = present.get("loss", np.zeros(len(count), dtype=bool))
         keep &= has  # a redraw without the loss in its postfix is no record (as redraw by redraw)
         rows = int(has.sum())
         # a redraw of the same count replaces the one before (the last one of each run is the step's)
@@ -840,6 +825,61 @@ class LogAnalyzer:
             # the end of a file: held records are placed by a summary that a parallel worker read (the first one:
             # a file split over workers is taken as one run), else they keep their epochs
             self._store(self.epochs.release(self.extra.pop("train_summary", None)))
+
+
+def _bar_columns(raw: bytes, head, fields, epochs: bool):
+    """A bar line's redraws as columns: epoch, count, total (int64), {canonical: values}, {canonical: where
+    present}; None when a non-blank redraw has no head of the bar's shape. The C kernel reads them where it can
+    (``_fastscan.bars`` answers None where the regexes might read otherwise), the regexes the rest."""
+    keys = [rx.pattern.split("=", 1)[0].replace("\\", "") for rx, _c in fields]
+    bars = getattr(bulk._fastscan, "bars", None)  # None: no kernel, or one built before bars() (rebuild it)
+    if bars is not None and all(k.isascii() and re.escape(k) + "=" == rx.pattern.split("(?<!", 1)[0]
+                                          for k, (rx, _c) in zip(keys, fields)):
+        got = bars(raw, epochs, tuple(k.encode() for k in keys))
+        if got is not None:
+            hcols, vbytes, pbytes, n = got
+            ep, count, tot = np.frombuffer(hcols, dtype=np.int64).reshape(3, n)
+            v = np.frombuffer(vbytes, dtype=np.float64).reshape(n, len(fields))
+            p = np.frombuffer(pbytes, dtype=np.uint8).reshape(n, len(fields)).astype(bool)
+            vals, present, loss = {}, {}, np.zeros(n, dtype=bool)
+            for j, (_rx, c) in enumerate(fields):
+                vals[c] = v[:, j].copy()
+                if p[:, j].any():
+                    present[c] = p[:, j]
+                    if c == "loss":
+                        loss |= p[:, j]
+            present["loss"] = loss
+            return ep, count, tot, vals, present
+    text = raw.decode("utf-8", "replace")
+    nonblank = sum(1 for s in text.split("\r") if s.strip())
+    heads = [(m.start(), m[1], m[2], m[3]) for m in head.finditer(text)]
+    if len(heads) != nonblank:
+        return None
+    starts = np.array([h[0] for h in heads], dtype=np.int64)
+    count = np.array([h[2] for h in heads], dtype=np.int64)
+    tot = np.array([h[3] for h in heads], dtype=np.int64)
+    ep = np.array([h[1] for h in heads], dtype=np.int64) if epochs else np.zeros(len(count), dtype=np.int64)
+    vals, present = {}, {}
+    loss = np.zeros(len(count), dtype=bool)
+    for rx, c in fields:
+        ms = [(m.start(), m[1]) for m in rx.finditer(text)]
+        col = np.full(len(count), np.nan)
+        if ms:
+            at = np.searchsorted(starts, np.array([m[0] for m in ms], dtype=np.int64), side="right") - 1
+            raw_v = [m[1] for m in ms]
+            try:
+                v = np.array(raw_v, dtype=np.float64)  # "nan", "inf" and exponents convert in C
+            except ValueError:  # thousands separators
+                v = np.array([to_float(x) for x in raw_v], dtype=np.float64)
+            ok = at >= 0
+            col[at[ok]] = v[ok]
+            present[c] = np.zeros(len(count), dtype=bool)
+            present[c][at[ok]] = True
+            if c == "loss":
+                loss[at[ok]] = True
+        vals[c] = col
+    present["loss"] = loss
+    return ep, count, tot, vals, present
 
 
 class _BulkFeed:

@@ -125,7 +125,7 @@ def merge(dst, src, offset: int, raw_path: str, path: str) -> None:
     with open(raw_path, "rb") as fh:
         while True:
             try:
-                b = unpack(pickle.load(fh))
+                b = unpack(pickle.load(fh), read_only_empty=True)  # nothing below writes into an empty column
             except EOFError:
                 break
             b["line"] += offset

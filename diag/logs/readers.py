@@ -250,7 +250,7 @@ def _redraws(path: str, n: int, buf: bytes, ls: int, le: int, line_end: int, pre
     whole = getattr(consumer, "bar_line", None)
     if whole is not None:  # every redraw at once (the consumer says None where it cannot)
         # the whole physical line (a bar's line is long by nature: 1000 redraws are 100 KiB, not a cut case)
-        got = whole(path, n, buf[ls:line_end].decode("utf-8", "replace"))
+        got = whole(path, n, buf[ls:line_end])
         if got is not None:
             stats.candidate_lines += max(0, got - 1)  # the first redraw is counted already
             return 0
