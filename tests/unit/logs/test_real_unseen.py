@@ -304,6 +304,90 @@ step: 300 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: nan
     Case('nan_mmdet_iter_and_grad_norm', 'liyih/RCTrans#6', r"""
 2025-04-18 21:58:31,047 - mmdet - INFO - Iter [10100/316440]	lr: 3.990e-04, eta: 7 days, 4:23:57, time: 2.125, data_time: 0.014, memory: 15378, frame_0_loss_cls: 0.0000, frame_0_loss_bbox: 0.0000, frame_0_d0.loss_cls: 0.0000, frame_0_d0.loss_bbox: 0.0000, frame_0_d1.loss_cls: 0.0000, frame_0_d1.loss_bbox: 0.0000, frame_0_d2.loss_cls: 0.0000, frame_0_d2.loss_bbox: 0.0000, frame_0_d3.loss_cls: 0.0000, frame_0_d3.loss_bbox: 0.0000, frame_0_d4.loss_cls: 0.0000, frame_0_d4.loss_bbox: 0.0000, frame_0_dn_loss_cls: 0.0000, frame_0_dn_loss_bbox: 0.0000, frame_0_d0.dn_loss_cls: 0.0000, frame_0_d0.dn_loss_bbox: 0.0000, frame_0_d1.dn_loss_cls: 0.0000, frame_0_d1.dn_loss_bbox: 0.0000, frame_0_d2.dn_loss_cls: 0.0000, frame_0_d2.dn_loss_bbox: 0.0000, frame_0_d3.dn_loss_cls: 0.0000, frame_0_d3.dn_loss_bbox: 0.0000, frame_0_d4.dn_loss_cls: 0.0000, frame_0_d4.dn_loss_bbox: 0.0000, frame_0_enc_loss_cls: nan, frame_0_enc_loss_bbox: nan, frame_0_enc_loss_iou: nan, frame_0_centers2d_losses: nan, frame_0_centerness_losses: nan, loss: nan, grad_norm: nan
 """, ['nan_loss'], 1, {}),
+    # second batch, collected and labelled after the first round's fixes, before running them
+    Case('heartbeat_hard_wrapped_116', 'om-ai-lab/VLM-R1#257', r"""
+[rank6]:[E429 13:55:49.384372190 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL'
+s watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives. This typically indi
+cates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog, and could be triggered by another thread 
+holding the GIL inside a CUDA api (for example, CudaEventDestroy), or other deadlock-prone behaviors.If you suspect 
+the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_
+HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either
+ of aforementioned helps, feel free to file an issue to PyTorch about the short timeout or false positive abort; oth
+erwise, please attempt to debug the hang.                                                                           
+[rank6]:[E429 13:55:49.384620373 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL 
+preparing to dump debug info. Include stack trace: 1                                                                
+""", ['nccl_heartbeat_stuck'], 1, {'stuck_s': 480}),
+    Case('wd_glued_to_faulthandler_number_wrapped', 'sgl-project/sglang#3836', r"""
+deepseek-yanfa:193:3196 [5] NCCL INFO Channel 11/0 : 5[5] -> 6[6] via P2P/IPC
+deepseek-yanfa:193:3196 [5] NCCL INFO Channel 13/0 : 5[5] -> 6[6] via P2P/IPC
+Extension modules: charset_normalizer.md, requests.packages.charset_normalizer.md, requests.packages.chardet.md, uvloop.loop, numpy.core._multiarray_umath, numpy.core._multiarray_tests, numpy.linalg._umath_linalg, numpy.fft._pocketfft_internal, numpy.random._common, numpy.random.bit_generator, numpy.random._bounded_integers, numpy.random._mt19937, numpy.random.mtrand, numpy.random._philox, numpy.random._pcg64, numpy.random._sfc64, numpy.random._generator, torch._C, torch._C._dynamo.autograd_compiler, torch._C._dynamo.eval_frame, torch._C._dynamo.guards, torch._C._dynamo.utils, torch._C._fft, torch._C._linalg, torch._C._nested, torch._C._nn, torch._C._sparse, torch._C._special, psutil._psutil_linux, psutil._psutil_posix, setproctitle, zmq.backend.cython._zmq, yaml._yaml, markupsafe._speedups, PIL._imaging[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=58720256, NumelOut=5872
+0256, Timeout(ms)=600000) ran for 600028 milliseconds before timing out.
+""", ['nccl_timeout'], 1, {'seq_num': 5653, 'op_type': 'ALLREDUCE', 'numel_in': 58720256, 'numel_out': 58720256,
+                          'timeout_ms': 600000}),
+    Case('child_failed_after_rich_traceback', 'bmaltais/kohya_ss#897', r"""
+│ launch_agent                                                                                     │
+│                                                                                                  │
+│   242 │   │   │   # if the error files for the failed children exist                             │
+│   243 │   │   │   # @record will copy the first error (root cause)                               │
+│   244 │   │   │   # to the error file of the launcher process.                                   │
+│ ❱ 245 │   │   │   raise ChildFailedError(                                                        │
+│   246 │   │   │   │   name=entrypoint_name,                                                      │
+│   247 │   │   │   │   failures=result.failures,                                                  │
+│   248 │   │   │   )                                                                              │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+ChildFailedError:
+============================================================
+train_network.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2023-06-04_02:11:04
+  host      : desktop-1.lan
+  rank      : 0 (local_rank: 0
+""", ['child_failed'], 1, {'first_failing_rank': 0}),
+    Case('watchdog_cuda_launch_failure', 'deepseek-ai/DeepSeek-MoE#47', r"""
+[rank1]:[E410 01:50:33.889423318 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+
+Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):
+""", ['cuda_error'], 1, {}),
+    Case('launch_failure_after_empty_bar', 'huggingface/accelerate#157', r"""
+  0%|                                                 | 0/100 [2:19:26<?, ?it/s]
+Traceback (most recent call last):
+  File "train.py", line 116, in <module>
+    args.bucket, args.batch_size, args.max_len, args.epochs)
+  File "train.py", line 81, in main
+    accelerator, step, batch_size * max_len)
+  File "train.py", line 28, in train
+    optimizer.step()
+  File "/opt/conda/lib/python3.7/site-packages/accelerate/optimizer.py", line 119, in step
+    self.optimizer.step(closure)
+  File "/opt/conda/lib/python3.7/site-packages/torch/optim/optimizer.py", line 88, in wrapper
+    return func(*args, **kwargs)
+  File "/home/user/stress_model/DemonRangerOptimizer/optimizers.py", line 471, in step
+    torch.ones_like(p.data) - group['dropout'])
+RuntimeError: CUDA error: unspecified launch failure
+CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+""", ['cuda_error'], 1, {}),
+    Case('nccl_cuda_failure_999_finetrainers', 'NVIDIA/nccl#1653', r"""
+DESKTOP-1CE5APL:1689:2800 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'
+DESKTOP-1CE5APL:1689:2800 [0] NCCL INFO include/alloc.h:199 -> 1
+DESKTOP-1CE5APL:1689:2800 [0] NCCL INFO channel.cc:41 -> 1
+DESKTOP-1CE5APL:1689:2800 [0] NCCL INFO init.cc:526 -> 1
+DESKTOP-1CE5APL:1689:2800 [0] NCCL INFO group.cc:64 -> 1 [Async thread]
+DESKTOP-1CE5APL:1689:1689 [0] NCCL INFO group.cc:418 -> 1
+2025-03-21 17:08:31,569 - finetrainers - ERROR - Error during training: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+ncclUnhandledCudaError: Call to CUDA function failed.
+Last error:
+Cuda failure 999 'unknown error'
+""", ['cuda_error', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1,
+         {'nccl_return_code': 1, 'nccl_version': '2.21.5', 'nccl_warn_lines': 1}),
     # healthy progress logs: no finding, exit 0
     Case('healthy_litgpt_iter_time', 'Lightning-AI/litgpt#140', r"""
 Number of trainable parameters: 2125248
@@ -369,6 +453,30 @@ Epoch: [21][1399/1930]  Time 0.863 (0.986)      Data 0.005 (0.009)      Loss 4.4
 {'loss': 1.3879, 'learning_rate': 9.5e-06, 'epoch': 0.05}                                                                                                                    
 {'loss': 0.9321, 'learning_rate': 1e-05, 'epoch': 0.05}
 """, [], 0, {'num_steps_with_loss': 8}),
+    Case('healthy_pipe_records_step_tps_dips', 'NVIDIA-NeMo/Automodel#3473', r"""
+2026-08-10 16:00:44 | INFO | root | step 8 | epoch 0 | loss 0.7839 | grad_norm 1.7024 | lr 1.00e-05 | mem 24.06 GiB | tps 31346.32(3918.29/gpu) | num_label_tokens 45579
+2026-08-10 16:00:46 | INFO | root | step 9 | epoch 0 | loss 0.7100 | grad_norm 1.5766 | lr 1.00e-05 | mem 24.69 GiB | tps 31686.41(3960.80/gpu) | num_label_tokens 43985
+2026-08-10 16:00:48 | INFO | root | step 10 | epoch 0 | loss 0.7062 | grad_norm 1.4435 | lr 1.00e-05 | mem 25.12 GiB | tps 27366.28(3420.78/gpu) | num_label_tokens 45011
+2026-08-10 16:00:50 | INFO | root | step 11 | epoch 0 | loss 0.7017 | grad_norm 1.2795 | lr 1.00e-05 | mem 25.21 GiB | tps 24130.95(3016.37/gpu) | num_label_tokens 48375
+2026-08-10 16:00:52 | INFO | root | step 12 | epoch 0 | loss 0.6629 | grad_norm 1.2442 | lr 1.00e-05 | mem 24.92 GiB | tps 31969.91(3996.24/gpu) | num_label_tokens 47193
+2026-08-10 16:00:54 | INFO | root | step 13 | epoch 0 | loss 0.7271 | grad_norm 2.3566 | lr 1.00e-05 | mem 26.33 GiB | tps 32831.60(4103.95/gpu) | num_label_tokens 49957
+2026-08-10 16:00:56 | INFO | root | step 14 | epoch 0 | loss 0.6742 | grad_norm 1.1909 | lr 1.00e-05 | mem 25.57 GiB | tps 32772.58(4096.57/gpu) | num_label_tokens 47365
+""", [], 0, {'num_steps_with_loss': 7}),
+    Case('healthy_bionemo_iteration_of_total', 'NVIDIA-BioNeMo/bionemo-recipes#740', r"""
+Training epoch 0, iteration 120/149 | lr: 3e-05 | consumed_samples: 121 | global_batch_size: 1 | global_step: 120 | reduced_train_loss: 1.233 | train_step_timing in s: 0.03146 | val_loss: 4.106
+Training epoch 0, iteration 121/149 | lr: 3e-05 | consumed_samples: 122 | global_batch_size: 1 | global_step: 121 | reduced_train_loss: 1.288 | train_step_timing in s: 0.03163 | val_loss: 4.106
+Training epoch 0, iteration 122/149 | lr: 3e-05 | consumed_samples: 123 | global_batch_size: 1 | global_step: 122 | reduced_train_loss: 1.333 | train_step_timing in s: 0.03215 | val_loss: 4.106
+Training epoch 0, iteration 123/149 | lr: 3e-05 | consumed_samples: 124 | global_batch_size: 1 | global_step: 123 | reduced_train_loss: 1.245 | train_step_timing in s: 0.03157 | val_loss: 4.106
+Training epoch 0, iteration 124/149 | lr: 3e-05 | consumed_samples: 125 | global_batch_size: 1 | global_step: 124 | reduced_train_loss: 1.375 | train_step_timing in s: 0.0317 | val_loss: 4.106
+Training epoch 0, iteration 125/149 | lr: 3e-05 | consumed_samples: 126 | global_batch_size: 1 | global_step: 125 | reduced_train_loss: 1.34 | train_step_timing in s: 0.03147 | val_loss: 4.106
+""", [], 0, {'num_steps_with_loss': 6}),
+    Case('healthy_nemo_bar_one_line', 'NVIDIA/NeMo-Framework-Launcher#55', r"""
+Epoch 0:   1%|          | 795/77225 [9:07:58<878:01:48, 41.36s/it, loss=3.1, v_num=, reduced_train_loss=3.090, global_step=794.0, consumed_samples=1.63e+6]
+""", [], 0, {}),
+    Case('healthy_lightning_bar_many_norms_wrapped', 'Lightning-AI/pytorch-lightning#11471', r"""
+Epoch 80:  67% 10/15 [02:53<01:18, 15.76s/it, loss=0.429, v_num=l1_0, grad_2.0_norm_model.base_model.conv1.weight_step=2.510, grad_2.0_norm_model.base_model.bn1.weight_step=0.598, grad_2.0_norm_model.base_model.bn1.bias_step=0.519, grad_2.0_norm_model.base_model.layer1.0.conv1.net.weight_step=3.070, grad_2.0_norm_model.base_model.layer1.0.bn1.weight_step=0.484, grad_2.0_norm_model.base_model.layer1.0.bn1.bias_step=0.390, grad_2.0_norm_model.base_model.layer1.0.conv2.weight_step=1.740, grad_2.0_norm_model.base_model.layer1.0.bn2.weight_step=0.266, grad_2.0_norm_model.base_model.layer1.0.bn2.bias_step=0.164, grad_2.0_norm_model.base_model.layer1.1.conv1.net.weight_step=2.170, grad_2.0_norm_model.base_model.layer1.1.bn1.weight_step=0.378, grad_2.0_norm_model.base_model.layer1.1.bn1.bias_step=0.223, grad_2.0_norm_model.base_model.layer1.1.conv2.weight_step=1.450, grad_2.0_norm_model.base_model.layer1.1.bn2.weight_step=0.230, grad_2.0_norm_model.base_model.layer1.1.bn2.bias_step=0.1
+12, grad_2.0_norm_model.base_model.layer2.0.conv1.net.weight_step=2.030, grad_2.0_norm_model.base_model.layer2.0.bn1.weight_step=0.297, grad_2.0_norm_model.base_model.layer2.0.bn1.bias_step=0.211, grad_2.0_norm_model.base_model.layer2.0.conv2.weight_step=1.630
+""", [], 0, {}),
 ]
 
 
