@@ -15,7 +15,10 @@ Two labels were revised after the first run, for reasons of the vocabulary, not 
 (``Duplicate GPU detected`` ... ``-> 5``) is this project's ``nccl_invalid_usage`` (a kind beyond the shared
 vocabulary, labelled so in ``test_real_wordings_gpu_comm``), and the job it ends is dead (exit 1); a DataLoader
 worker's own ``Unexpected bus error encountered in worker`` is printed only by a worker that then dies of SIGBUS, so
-it is ``dataloader_worker_killed`` as well as ``sigbus``.
+it is ``dataloader_worker_killed`` as well as ``sigbus``. In the second batch, NCCL's ``Cuda failure 999 'unknown
+error'`` was first labelled ``cuda_error`` too; ``shared/logs/README.md`` maps "a ``Cuda failure`` reported by NCCL"
+to ``nccl_unhandled_cuda_error`` (and ``test_real_wordings_gpu_comm`` labels the same wording so), so the label was
+the error, not the output.
 """
 
 from __future__ import annotations
@@ -386,8 +389,31 @@ DESKTOP-1CE5APL:1689:1689 [0] NCCL INFO group.cc:418 -> 1
 ncclUnhandledCudaError: Call to CUDA function failed.
 Last error:
 Cuda failure 999 'unknown error'
-""", ['cuda_error', 'nccl_unhandled_cuda_error', 'nccl_warn'], 1,
+""", ['nccl_unhandled_cuda_error', 'nccl_warn'], 1,
          {'nccl_return_code': 1, 'nccl_version': '2.21.5', 'nccl_warn_lines': 1}),
+    # third batch (Hugging Face Trainer / ms-swift dict records), labelled before running
+    Case('hf_dicts_zero_loss_nan_norm_lr_zero', 'huggingface/transformers#32382', r"""
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 5.33}                                                                                                                                    
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 5.34}                                                                                                                                    
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.0, 'epoch': 5.35}                                                                                                                                    
+""", ['nan_grad_norm', 'zero_loss'], 1, {}),
+    Case('hf_dicts_intermittent_nan_norm', 'Time-MoE/Time-MoE#71', r"""
+100%|█████████████████████████████████████████████████████████████████████████████████████████████████| 7/7 [00:00<00:00, 1809.34it/s]
+{'loss': 0.1474, 'grad_norm': nan, 'learning_rate': 0.0001, 'epoch': 0.04}                                                            
+{'loss': 0.1549, 'grad_norm': 0.1899697184562683, 'learning_rate': 0.0001, 'epoch': 0.08}                                             
+{'loss': 0.1864, 'grad_norm': 1.0229653120040894, 'learning_rate': 0.0001, 'epoch': 0.12}                                             
+{'loss': 0.1819, 'grad_norm': nan, 'learning_rate': 0.0001, 'epoch': 0.15}                                                            
+{'loss': 0.1558, 'grad_norm': 0.7023305296897888, 'learning_rate': 0.0001, 'epoch': 0.19}                                             
+{'loss': 0.1568, 'grad_norm': 1.4903326034545898, 'learning_rate': 0.0001, 'epoch': 0.23}                                             
+{'loss': 0.1471, 'grad_norm': 0.27313581109046936, 'learning_rate': 0.0001, 'epoch': 0.27}                                            
+{'loss': 0.1558, 'grad_norm': 0.44472262263298035, 'learning_rate': 0.0001, 'epoch': 0.31}                                            
+{'loss': 0.173, 'grad_norm': 0.5097578763961792, 'learning_rate': 0.0001, 'epoch': 0.35}                                              
+""", ['nan_grad_norm'], 1, {'num_steps_with_loss': 9}),
+    Case('swift_dicts_nan_norm_after_bar', 'modelscope/ms-swift#2280', r"""
+{'loss': 2.0916357, 'token_acc': 0.47775947, 'grad_norm': 6.08488035, 'learning_rate': 1e-05, 'memory(GiB)': 65.89, 'train_speed(iter/s)': 0.014105, 'epoch': 0.0, 'global_step/max_steps': '1/2046', 'percentage': '0.05%', 'elapsed_time': '14s', 'remaining_time': '8h 17m 1s'}
+Train:   0%|                                                                                                                                                     | 1/2046 [00:14<8:16:53, 14.58s/it][h264 @ 0x7fc648030400] mmco: unref short failure
+{'loss': 2.0832541, 'token_acc': 0.52479339, 'grad_norm': nan, 'learning_rate': 1e-05, 'memory(GiB)': 65.89, 'train_speed(iter/s)': 0.025912, 'epoch': 0.0, 'global_st
+""", ['nan_grad_norm'], 1, {}),
     # healthy progress logs: no finding, exit 0
     Case('healthy_litgpt_iter_time', 'Lightning-AI/litgpt#140', r"""
 Number of trainable parameters: 2125248
@@ -477,6 +503,25 @@ Epoch 0:   1%|          | 795/77225 [9:07:58<878:01:48, 41.36s/it, loss=3.1, v_n
 Epoch 80:  67% 10/15 [02:53<01:18, 15.76s/it, loss=0.429, v_num=l1_0, grad_2.0_norm_model.base_model.conv1.weight_step=2.510, grad_2.0_norm_model.base_model.bn1.weight_step=0.598, grad_2.0_norm_model.base_model.bn1.bias_step=0.519, grad_2.0_norm_model.base_model.layer1.0.conv1.net.weight_step=3.070, grad_2.0_norm_model.base_model.layer1.0.bn1.weight_step=0.484, grad_2.0_norm_model.base_model.layer1.0.bn1.bias_step=0.390, grad_2.0_norm_model.base_model.layer1.0.conv2.weight_step=1.740, grad_2.0_norm_model.base_model.layer1.0.bn2.weight_step=0.266, grad_2.0_norm_model.base_model.layer1.0.bn2.bias_step=0.164, grad_2.0_norm_model.base_model.layer1.1.conv1.net.weight_step=2.170, grad_2.0_norm_model.base_model.layer1.1.bn1.weight_step=0.378, grad_2.0_norm_model.base_model.layer1.1.bn1.bias_step=0.223, grad_2.0_norm_model.base_model.layer1.1.conv2.weight_step=1.450, grad_2.0_norm_model.base_model.layer1.1.bn2.weight_step=0.230, grad_2.0_norm_model.base_model.layer1.1.bn2.bias_step=0.1
 12, grad_2.0_norm_model.base_model.layer2.0.conv1.net.weight_step=2.030, grad_2.0_norm_model.base_model.layer2.0.bn1.weight_step=0.297, grad_2.0_norm_model.base_model.layer2.0.bn1.bias_step=0.211, grad_2.0_norm_model.base_model.layer2.0.conv2.weight_step=1.630
 """, [], 0, {}),
+    Case('healthy_hf_dicts_falling_early_norms', 'DAMO-NLP-SG/VideoLLaMA2#157', r"""
+{'loss': 1.5214, 'grad_norm': 82.93941089686794, 'learning_rate': 1.4285714285714286e-06, 'epoch': 0.01}
+{'loss': 1.5197, 'grad_norm': 91.43226300518772, 'learning_rate': 2.8571428571428573e-06, 'epoch': 0.01}
+{'loss': 1.3843, 'grad_norm': 117.94924912080238, 'learning_rate': 4.2857142857142855e-06, 'epoch': 0.02}
+{'loss': 0.5067, 'grad_norm': 31.150019053226128, 'learning_rate': 5.7142857142857145e-06, 'epoch': 0.03}
+{'loss': 0.4281, 'grad_norm': 38.64170903808288, 'learning_rate': 7.1428571428571436e-06, 'epoch': 0.03}
+{'loss': 0.3751, 'grad_norm': 19.90264880071217, 'learning_rate': 8.571428571428571e-06, 'epoch': 0.04}
+{'loss': 0.6321, 'grad_norm': 37.228204250367746, 'learning_rate': 1e-05, 'epoch': 0.05}
+{'loss': 0.3688, 'grad_norm': 20.387932031811747, 'learning_rate': 1.1428571428571429e-05, 'epoch': 0.05}
+{'loss': 0.3486, 'grad_norm': 14.012076077393262, 'learning_rate': 1.2857142857142859e-05, 'epoch': 0.06}
+{'loss': 0.3496, 'grad_norm': 22.349105568435977, 'learning_rate': 1.4285714285714287e-05, 'epoch': 0.07}
+{'loss': 0.291, 'grad_norm': 9.85790174114647, 'learning_rate': 1.5714285714285715e-05, 'epoch': 0.08}
+{'loss': 0.3098, 'grad_norm': 13.538180247193864, 'learning_rate': 1.7142857142857142e-05, 'epoch': 0.08}
+{'loss': 0.271, 'grad_norm': 6.623439021748574, 'learning_rate': 1.8571428571428575e-05, 'epoch': 0.09}
+""", [], 0, {'num_steps_with_loss': 13}),
+    Case('healthy_swift_dpo_dicts', 'modelscope/ms-swift#4146', r"""
+{'loss': 0.21932983, 'grad_norm': 0.57172734, 'learning_rate': 6.8e-07, 'memory(GiB)': 63.16, 'train_speed(iter/s)': 0.011239, 'rewards/chosen': 4.8125, 'rewards/rejected': -5.25, 'rewards/accuracies': 1.0, 'rewards/margins': 10.0625, 'logps/chosen': -182.0, 'logps/rejected': -239.0, 'logits/chosen': 0.78125, 'logits/rejected': 0.8125, 'nll_loss': 0.875, 'epoch': 0.89, 'global_step/max_steps': '78/176', 'percentage': '44.32%', 'elapsed_time': '1h 54m 53s', 'remaining_time': '2h 24m 21s'}
+{'loss': 0.21930949, 'grad_norm': 0.54369718, 'learning_rate': 6.8e-07, 'memory(GiB)': 73.75, 'train_speed(iter/s)': 0.011243, 'rewards/chosen': 4.90625, 'rewards/rejected': -5.34375, 'rewards/accuracies': 1.0, 'rewards/margins': 10.25, 'logps/chosen': -191.0, 'logps/rejected': -230.0, 'logits/chosen': 0.82421875, 'logits/rejected': 0.81640625, 'nll_loss': 0.875, 'epoch': 0.9, 'global_step/max_steps': '79/176', 'percentage': '44.89%', 'elapsed_time': '1h 56m 20s', 'remaining_time': '2h 22m 50s'}
+""", [], 0, {'num_steps_with_loss': 2}),
 ]
 
 
