@@ -414,6 +414,14 @@ Cuda failure 999 'unknown error'
 Train:   0%|                                                                                                                                                     | 1/2046 [00:14<8:16:53, 14.58s/it][h264 @ 0x7fc648030400] mmco: unref short failure
 {'loss': 2.0832541, 'token_acc': 0.52479339, 'grad_norm': nan, 'learning_rate': 1e-05, 'memory(GiB)': 65.89, 'train_speed(iter/s)': 0.025912, 'epoch': 0.0, 'global_st
 """, ['nan_grad_norm'], 1, {}),
+    Case('wd_after_frames_in_slurm_output', 'ShinoharaHare/LLM-Training#7', r"""
+frame #5: <unknown function> + 0x7ea5 (0x2b9d107f7ea5 in /lib64/libpthread.so.0)
+frame #6: clone + 0x6d (0x2b9d112138dd in /lib64/libc.so.6)
+
+[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7487, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800096 milliseconds before timing out.
+[rank2]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 2] Timeout at NCCL work: 7487, last enqueued NCCL work: 7487, last completed NCCL work: 7486.
+""", ['nccl_timeout'], 1, {'seq_num': 7487, 'timeout_ms': 1800000, 'last_completed_work': 7486,
+                          'first_reporting_rank': 2}),
     # healthy progress logs: no finding, exit 0
     Case('healthy_litgpt_iter_time', 'Lightning-AI/litgpt#140', r"""
 Number of trainable parameters: 2125248
