@@ -273,11 +273,11 @@ class LogAnalyzer:
             if self._tw is not None:
                 first, pieces = self._tw
                 pieces.append(piece)
-                if len(piece) == width and len(pieces) < MAX_WRAPPED:
+                if _cut_at(piece, width) and len(pieces) < MAX_WRAPPED:
                     return 1
                 self._tw = None
                 return self._whole(file, first, "".join(pieces), joined=True)
-            if len(piece) == width:
+            if _cut_at(piece, width):
                 self._tw, self._tw_file = (lineno, [piece]), file
                 return 1
         return self._whole(file, lineno, text)
@@ -952,7 +952,7 @@ def terminal_width(lines: list[str]) -> int | None:
         return None
     lengths = [len(x) for x in lines]
     top = max(lengths)
-    full = [i for i, n in enumerate(lengths[:-1]) if n == top]
+    full = [i for i, n in enumerate(lengths[:-1]) if _cut_at(lines[i], top)]
     if top < 60 or len(full) < 3 or len(full) < 0.05 * len(lines):
         return None
     head = [_HEAD.sub("#", x[:8]) for x in lines]
@@ -967,6 +967,16 @@ def terminal_width(lines: list[str]) -> int | None:
 
 
 _HEAD = re.compile(r"\d+")
+#: a full-width line that ends in a long run of blanks was padded to the width by its writer (tqdm.write clears
+#: the bar that way, so does a terminal pasted with its trailing blanks): its text ended there, the terminal did
+#: not cut it, and the next line is a line of its own. A cut inside text leaves at most the blanks between two
+#: of its words or columns.
+_PADDED_END = " " * 16
+
+
+def _cut_at(line: str, width: int) -> bool:
+    """``line`` is a piece the terminal cut at ``width`` columns (its text goes on on the next line)."""
+    return len(line) == width and not line.endswith(_PADDED_END)
 
 
 def _kinds(text: str) -> set[str]:
@@ -995,11 +1005,11 @@ def hard_wrapped(lines: list[str], cut: bool = False) -> dict[int, tuple[int, st
     out: dict[int, tuple[int, str | None]] = {}
     i = 0
     while i < len(lines) - 1:
-        if len(lines[i]) != top:
+        if not _cut_at(lines[i], top):
             i += 1
             continue
         j = i + 1
-        while j < len(lines) - 1 and len(lines[j]) == top and j - i < MAX_WRAPPED - 1:
+        while j < len(lines) - 1 and _cut_at(lines[j], top) and j - i < MAX_WRAPPED - 1:
             j += 1
         pieces = lines[i:j + 1]
         said = _kinds("".join(pieces))

@@ -70,6 +70,13 @@ UNIT_FAMILIES = {"tok/s": "tokens_per_s", "tokens/s": "tokens_per_s", "tokens/se
 #: ("avg_loss=2.31 loss=2.95") is read for the step's loss; the average only when it is alone
 AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
 
+#: a loss the vocabulary does not spell ("loss_net", "step_loss", "loss_total") is still of the loss family: a
+#: key that contains "loss" and is none of these (an evaluation's loss, the loss scale, a running average)
+OTHER_LOSS_WORDS = ("val", "valid", "eval", "test", "dev", "scale", "scaler")
+AVERAGE_LOSS_WORDS = ("avg", "average", "mean", "running", "smooth", "ema")
+_LOSS_LIKE = re.compile(r"(?<![\w/.-])['\"]?(?P<key>(?:[A-Za-z_][\w/.-]*?)?loss[\w/.-]*?)['\"]?\s*[:=]\s*['\"]?(?P<val>"
+                        + NUM + r")(?![\w.:])", re.IGNORECASE)  # "loss_scaler.py:181:update_scale" is a source location
+
 _KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
 # key, separator, optional opening bracket or quote (a value printed as a string: transformers 5
 # logs its records' numbers quoted, {'loss': '5.383'}; the closing quote must match), number, unit
@@ -189,6 +196,8 @@ def parse_progress(msg: str) -> dict | None:
             continue
         rec[canon] = v
     _average_if_alone(rec)
+    if "loss" not in rec and "val_loss" not in rec and rec:
+        _loss_by_family(msg, rec)
     if "loss" not in rec and "val_loss" not in rec:
         return None
     if "/s" in msg:
@@ -316,6 +325,26 @@ def fields_of(msg: str) -> dict:
             canon, v = _unit_scale(canon, f["unit"] or "", v)
             rec.setdefault(canon, v)
     return rec
+
+
+def _loss_by_family(msg: str, rec: dict) -> None:
+    """The loss of a record whose other fields were read but whose loss key the vocabulary does not spell: the
+    one step loss of the loss family (else the one running average); several (a detector's loss_cls and
+    loss_bbox without their total) name none."""
+    step, avg = {}, {}
+    for f in _LOSS_LIKE.finditer(msg):
+        words = re.split(r"[\W_]+", f["key"].lower())
+        if any(w in OTHER_LOSS_WORDS for w in words) or f["key"].lower() in ALIASES:
+            continue
+        (avg if any(w in AVERAGE_LOSS_WORDS for w in words) else step).setdefault(f["key"].lower(), f["val"])
+    for found in (step, avg):
+        if len(found) == 1:
+            v = to_float(next(iter(found.values())))
+            if v is not None:
+                rec["loss"] = v
+            return
+        if found:
+            return
 
 
 def _average_if_alone(rec: dict) -> None:

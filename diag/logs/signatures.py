@@ -567,7 +567,9 @@ def _torch_version(m: re.Match[str], msg: str):
 
 
 def _nccl_version(m: re.Match[str], msg: str):
-    return "nccl_version", {"nccl_version": m[1]}
+    # "2.7.8+cuda11.0": the version is NCCL's own; the "+cuda..." tag is the CUDA it was built against
+    version, _, build = m[1].partition("+")
+    return "nccl_version", {"nccl_version": version, **({"nccl_build": build} if build else {})}
 
 
 def _world_size(m: re.Match[str], msg: str):
