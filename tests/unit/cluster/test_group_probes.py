@@ -123,9 +123,11 @@ def test_smoke_inject_is_checked_as_the_trainer_checks_it():
 @pytest.mark.distributed
 def test_a_corrupted_replica_in_a_real_local_run_is_found():
     """The corrupt fault changes one weight of rank 1 after a step: the checksums must differ."""
+    # timeout_s: the 90 s default cut the run at load 12 (no "params" result); the bound is not under test here
     cfg = Config.from_mapping({"smoke": {"enabled": True, "steps": 4, "nproc": 2, "straggler_factor": 50.0,
-                                         "inject": ["corrupt@2:rank=1"]}})
+                                         "timeout_s": 600, "inject": ["corrupt@2:rank=1"]}})
     ctx = Context.create(config=cfg, env=cli_env())
     results = {r.check: r for r in SmokeTrainProbe().run(ctx)}
+    assert "params" in results, {k: r.summary for k, r in results.items()}
     assert results["params"].status == Status.FAIL, results["params"].summary
     assert len(set(results["params"].data["checksums"].values())) == 2
