@@ -331,13 +331,16 @@ class Agent:
 
     def _presence(self, until: float) -> None:
         """Rank 0 serves the presence port; the others connect to it before they join, so a node
-        whose process dies is known dead at once, for every stage, instead of after its heartbeat
-        lapses (10 s) while each stage waits on it. Without it (a firewall, an old rank 0) the
-        heartbeat alone decides."""
+        whose process dies is known dead at once, and one whose host goes silent (power, network)
+        within the keepalive window (:class:`presence.Keepalive`, a tenth of the budget), for every
+        stage, instead of after its heartbeat lapses (10 s) while each stage waits on it. Without
+        it (a firewall, an old rank 0) the heartbeat alone decides."""
         w, s = self.world, self.session
+        keepalive = presence.Keepalive.for_budget(self.opts.timeout_s)
+        self.meta["presence_window_s"] = keepalive.window_s
         if w.is_root:
             self._death_store = s.second_connection()  # deaths are written from the server's threads
-            srv = presence.PresenceServer(self._node_died)
+            srv = presence.PresenceServer(self._node_died, keepalive=keepalive)
             self._cleanup.append(srv.close)
             s.put("presence", {"port": srv.port})
             return
@@ -353,7 +356,8 @@ class Agent:
                         return
                     time.sleep(0.1)
                 box["me"] = presence.Presence(w.master_addr, int(json.loads(store.get("presence"))["port"]),
-                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s)
+                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s,
+                                              keepalive=keepalive, on_lost=self._root_lost)
             except Exception as exc:  # noqa: BLE001 - the store or rank 0 went away: the heartbeat remains
                 self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
 
@@ -362,16 +366,35 @@ class Agent:
         t.join(2 * self.opts.connect_timeout_s)  # connected before joining, in the common case
         self._cleanup.append(lambda: box["me"].bye() if "me" in box else None)
 
-    def _node_died(self, rank: int, pid: int) -> None:
-        """Rank 0: ``rank``'s presence connection closed without a goodbye: its process is gone."""
+    def _gone_why(self, cause: str, whose: str = "its") -> str:
+        """The words for how a presence connection ended (``whose``: whose process or host)."""
+        window = self.meta.get("presence_window_s")
+        if cause == presence.HOST_SILENT:
+            return (f"{whose} host stopped answering: no reply to TCP keepalive for {window} s "
+                    "(power lost, network down, or a firewall now drops it)")
+        return f"{whose} process ended mid-run (the presence connection between it and rank 0 closed)"
+
+    def _node_died(self, rank: int, pid: int, cause: str = presence.PROCESS_ENDED) -> None:
+        """Rank 0: ``rank``'s presence connection ended without a goodbye: its process or host is gone."""
         s, store = self.session, self._death_store
+        why = self._gone_why(cause)
         try:
             if s is None or not store.check([f"join/{rank}"]) or json.loads(store.get(f"join/{rank}")).get("pid") != pid:
                 return  # not a node of this run (or it never joined: then it is missing, not dead)
-            s.mark_dead(rank, store)
+            s.mark_dead(rank, store, why)
         except Exception:  # noqa: BLE001 - the store is gone: the run is ending anyway
             return
-        self.log(f"{self.world.expected_name(rank)} died: its process ended mid-run (its connection to rank 0 closed)")
+        self.log(f"{self.world.expected_name(rank)} died: {why}")
+
+    def _root_lost(self, cause: str, address: str) -> None:
+        """A node: its presence connection to rank 0 ended before this node said goodbye. The store
+        went with rank 0: its connections are shut down, so no store call waits on it any longer."""
+        if self.session is None:
+            return
+        self.session.mark_gone(0, self._gone_why(cause, "rank 0's"))
+        n = self.session.abandon_store(address)
+        self.log(f"lost rank 0 ({address}): {self.session.dead_why[0]}; its {n} store connection(s) closed here, "
+                 "this node's report stays on this node")
 
     def _reach_progress(self, target: str, until: float):
         """Tell the user at once what the rendezvous does (refused, dropped), then every 10 s."""
@@ -602,7 +625,18 @@ class Agent:
                 if r != self.world.node_rank and not self.session.alive(r)] if self.session and self.roster else []
 
     # -- the end -------------------------------------------------------------------------
+    def _root_gone(self) -> str | None:
+        """Why rank 0 is known gone on this node (its presence connection ended), or None."""
+        s = self.session
+        return None if s is None or self.world.is_root else s.dead_why.get(0)
+
     def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:
+        root_gone = self._root_gone()
+        if root_gone:
+            self.add("rank0-lost", "fail", f"lost rank 0 mid-run: {root_gone}; this report did not reach it",
+                     runbook="cluster-node-died",
+                     remediation=f"Check {self.world.master_addr} (is it up, does it answer ping from here?) and "
+                                 "this node's own link; rank 0's report names the nodes it lost.")
         results = list(node_report.results) + group_results + self.results
         self.meta.setdefault("facts", {}).update(facts.node_facts([r.to_dict() for r in results], self.ctx.env, iface))
         self.meta["timings"] = self.timings
@@ -623,6 +657,8 @@ class Agent:
                                                      lost={}, skew_warn_ms=self.opts.skew_warn_ms, strict=self.opts.strict,
                                                      duration_s=time.monotonic() - self.start)
             return outcome
+        if root_gone:
+            return outcome  # its store is unreachable: a send would block until the store's timeout
         t0 = time.monotonic()
         try:
             gather.send_report(s, doc)
