@@ -74,15 +74,19 @@ def table_lines(doc: Mapping[str, Any], collective: Mapping[str, Any]) -> list[s
     """One collective's nccl-tests-style table with its footer."""
     name = collective["collective"]
     lines = table_head(name) + [row_line(r) for r in doc["results"] if r["collective"] == name]
+    return [ln.rstrip() for ln in lines] + footer_lines(collective)
+
+
+def footer_lines(collective: Mapping[str, Any]) -> list[str]:
+    """The lines after one collective's rows (nccl-tests' two, then the plateau)."""
     wrong = collective["wrong"]
-    lines += [
+    return [
         f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
         f"# Avg bus bandwidth    : {_fmt(collective['avg_busbw'])} ",
         f"# Plateau bus bandwidth: {_fmt(collective['plateau_busbw'])} GB/s "
-        f"(sizes {_sizes(collective['plateau_sizes'])})",
+        f"(sizes {_sizes(collective['plateau_sizes'])})".rstrip(),
         "#",
     ]
-    return [ln.rstrip() if not ln.startswith("# Avg") else ln for ln in lines]
 
 
 def world_lines(w: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
@@ -199,8 +203,26 @@ def text_lines(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def after_stream_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The report for a reader who watched the run: the header and every row were printed as
+    they came (:class:`LiveTable`), so only what the stream never carried — a partial run's
+    note, each collective's footer, the pairwise table, the summary — is left to show."""
+    lines = header_lines(doc)[len(world_lines(doc["world"], doc["spec"])):]
+    many = len(doc["collectives"]) > 1
+    for c in doc["collectives"]:
+        lines += ([f"# Collective test: {c['collective']}"] if many else []) + footer_lines(c)
+    if doc.get("pairwise"):
+        lines += pairwise_lines(doc["pairwise"])
+    return lines + summary_lines(doc)
+
+
 def terminal(doc: Mapping[str, Any], opts: RenderOptions) -> str:
-    return "\n".join(text_lines(doc) + [""] + finding_lines(doc)) + "\n"
+    """The nccl-tests table and the findings; ``opts.extra["rows_shown"]``: how many rows the
+    reader already saw streamed on this terminal (all of them: the table is not printed again,
+    as nccl-tests prints each row once)."""
+    shown = int(opts.extra.get("rows_shown") or 0)
+    body = after_stream_lines(doc) if doc["results"] and shown >= len(doc["results"]) else text_lines(doc)
+    return "\n".join(body + [""] + finding_lines(doc)) + "\n"
 
 
 def markdown(doc: Mapping[str, Any], opts: RenderOptions) -> str:
