@@ -305,7 +305,8 @@ register_section(
     [
         Field("nodes", "int", None, "number of nodes expected in the job", min=1, max=100000),
         Field("gpus_per_node", "int", None, "GPUs every node must show (unset: no expectation)", min=0, max=64),
-        Field("nproc_per_node", "int", None, "processes (ranks) per node the job will start", min=1, max=1024),
+        Field("nproc_per_node", "int", None, "processes (ranks) per node the job will start; the cluster's group "
+              "probes run this many ranks per node (unset: one per GPU with NCCL, one with gloo)", min=1, max=1024),
         Field("master_addr", "str", None, "rendezvous host (MASTER_ADDR)"),
         Field("master_port", "int", 29500, "rendezvous port (MASTER_PORT)", min=1, max=65535),
         Field("hostfile", "str", None, "DeepSpeed/MPI hostfile for --hostfile runs"),

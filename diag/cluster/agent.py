@@ -421,7 +421,8 @@ class Agent:
     def _choose_group(self) -> dict[str, Any]:
         """Rank 0: the group's backend from the joined nodes' devices (:mod:`groupbackend`)."""
         joins = self.session.join_info(self.session.joined())
-        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()})
+        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()},
+                                   self.ctx.config.get("cluster", "nproc_per_node"))
 
     def budget_left(self) -> float:
         """Seconds a stage may still use before the report must go to rank 0."""
@@ -543,37 +544,63 @@ class Agent:
 
         import torch.distributed as dist
 
+        from llmdiag.cluster import groupworker
+
         ranks = list(self.roster.ranks)
         choice = (self.roster.extra or {}).get("group") or {"backend": "gloo", "reason": "rank 0 chose none"}
         backend = choice["backend"]
+        per_node = int(choice.get("ranks_per_node") or 1)
         self.meta["group"] = choice
         iface = self.meta["interface"].get("interface")
         if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
             os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo must use the interface that reaches the peers
+        me, world_size = groupworker.layout(ranks.index(self.world.node_rank), per_node, len(ranks))
+        timeout = max(5.0, self.left(5.0) / 2)
+        # the other local ranks start first: joining the group waits for every rank
+        self._start_workers(me, world_size, per_node, backend, timeout)
         try:
             from torch.distributed import PrefixStore
 
             if backend == "nccl":
                 import torch
 
-                torch.cuda.set_device(0)  # this node's rank drives its first visible GPU
-            dist.init_process_group(backend, store=PrefixStore("llmdiag-pg/", self.session._server),
-                                    rank=ranks.index(self.world.node_rank), world_size=len(ranks),
-                                    timeout=datetime.timedelta(seconds=max(5.0, self.left(5.0) / 2)))
+                torch.cuda.set_device(0)  # this node's local rank 0 drives its first visible GPU
+            dist.init_process_group(backend, store=PrefixStore(groupworker.PG_PREFIX, self.session._server),
+                                    rank=me, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
         except Exception as exc:  # noqa: BLE001
             self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
                      f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
                      remediation="Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface the nodes reach each "
                                  "other by; NCCL_DEBUG=INFO shows why an NCCL group fails.")
             return
-        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), one rank per "
-                 f"node: {choice['reason']}", data={"backend": backend, "choice": choice})
+        layout = f"{per_node} rank(s) per node ({choice.get('ranks_reason', 'one per node')}), {world_size} in all"
+        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), {layout}: "
+                 f"{choice['reason']}", data={"backend": backend, "choice": choice, "world_size": world_size,
+                                              "ranks_per_node": per_node, "first_rank": me})
         self._cleanup.append(lambda: None if self.group_cut else dist.destroy_process_group())
         self.ctx.services["process_group"] = dist.group.WORLD
-        self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
+        self.ctx.services["world"] = {"rank": me, "world_size": world_size, "local_ranks": list(range(me, me + per_node)),
                                       "node_rank": self.world.node_rank, "nnodes": self.world.nnodes,
                                       "master_addr": self.world.master_addr, "master_port": self.world.master_port,
                                       "run_token": self.roster.token}
+
+    def _start_workers(self, first: int, world_size: int, per_node: int, backend: str, timeout: float) -> None:
+        """Local ranks 1..per_node-1 of this node's share of the group (:mod:`groupworker`)."""
+        from llmdiag.cluster import groupworker
+
+        if per_node <= 1:
+            return
+        cfg = groupworker.explicit_config(self.ctx.config)
+        env = dict(os.environ)
+        for local in range(1, per_node):
+            spec = groupworker.worker_spec(
+                master_addr=self.world.master_addr, master_port=self.world.master_port, rank=first + local,
+                world_size=world_size, local_rank=local, backend=backend, timeout_s=timeout, node=self.ctx.node,
+                probes=[p.name for p in self.group_probes], config=cfg)
+            proc = groupworker.start(spec, env)
+            self._cleanup.append(lambda proc=proc: groupworker.stop(proc))
+        self.log(f"started {per_node - 1} more local rank(s) for the group (ranks {first}..{first + per_node - 1} "
+                 f"of {world_size})")
 
     def _group_probes(self) -> list[Result]:
         if not self.group_probes:
