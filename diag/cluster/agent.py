@@ -122,6 +122,7 @@ class Agent:
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
         self._death_store = None  # rank 0: the store connection presence deaths are written on
+        self._workers: dict[int, Any] = {}  # local rank -> the process of this node's extra group rank
         if getattr(ctx, "services", None) is not None:
             ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
@@ -568,8 +569,11 @@ class Agent:
             dist.init_process_group(backend, store=PrefixStore(groupworker.PG_PREFIX, self.session._server),
                                     rank=me, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
         except Exception as exc:  # noqa: BLE001
+            gone = [f"local rank {k} exited with code {p.returncode}" for k, p in self._workers.items()
+                    if p.poll() not in (None, 0)]
             self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
-                     f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
+                     f"{str(exc).splitlines()[0][:200]}" + (f" ({', '.join(gone)}; its error is on this node's "
+                                                            "stderr)" if gone else ""), runbook="nccl-timeout",
                      remediation="Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface the nodes reach each "
                                  "other by; NCCL_DEBUG=INFO shows why an NCCL group fails.")
             return
@@ -597,7 +601,7 @@ class Agent:
                 master_addr=self.world.master_addr, master_port=self.world.master_port, rank=first + local,
                 world_size=world_size, local_rank=local, backend=backend, timeout_s=timeout, node=self.ctx.node,
                 probes=[p.name for p in self.group_probes], config=cfg)
-            proc = groupworker.start(spec, env)
+            proc = self._workers[local] = groupworker.start(spec, env)
             self._cleanup.append(lambda proc=proc: groupworker.stop(proc))
         self.log(f"started {per_node - 1} more local rank(s) for the group (ranks {first}..{first + per_node - 1} "
                  f"of {world_size})")
