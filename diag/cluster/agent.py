@@ -599,7 +599,8 @@ class Agent:
         for local in range(1, per_node):
             spec = groupworker.worker_spec(
                 master_addr=self.world.master_addr, master_port=self.world.master_port, rank=first + local,
-                world_size=world_size, local_rank=local, backend=backend, timeout_s=timeout, node=self.ctx.node,
+                world_size=world_size, local_rank=local, backend=backend, timeout_s=timeout,
+                budget_s=max(1.0, self.budget_left()), node=self.ctx.node,
                 probes=[p.name for p in self.group_probes], config=cfg)
             proc = self._workers[local] = groupworker.start(spec, env)
             self._cleanup.append(lambda proc=proc: groupworker.stop(proc))

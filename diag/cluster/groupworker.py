@@ -34,10 +34,14 @@ def layout(node_index: int, ranks_per_node: int, nodes: int) -> tuple[int, int]:
 
 
 def worker_spec(*, master_addr: str, master_port: int, rank: int, world_size: int, local_rank: int, backend: str,
-                timeout_s: float, node: str, probes: Sequence[str], config: Mapping[str, Any]) -> dict[str, Any]:
+                timeout_s: float, budget_s: float, node: str, probes: Sequence[str],
+                config: Mapping[str, Any]) -> dict[str, Any]:
+    """``timeout_s``: the group's collective timeout (the agent's); ``budget_s``: what the agent has
+    left for its group probes. A worker never cuts a probe before the agent would (a probe cut
+    in one rank while the others go on would leave its collectives unpaired)."""
     return {"master_addr": master_addr, "master_port": master_port, "rank": rank, "world_size": world_size,
-            "local_rank": local_rank, "backend": backend, "timeout_s": timeout_s, "node": node,
-            "probes": list(probes), "config": dict(config)}
+            "local_rank": local_rank, "backend": backend, "timeout_s": timeout_s, "budget_s": budget_s,
+            "node": node, "probes": list(probes), "config": dict(config)}
 
 
 def explicit_config(config) -> dict[str, dict[str, Any]]:
@@ -95,7 +99,7 @@ def run(spec: Mapping[str, Any]) -> int:
     by_name = {p.name: p for p in found}
     for name in spec["probes"]:  # one at a time, in the agent's order: the collectives pair up
         if name in by_name:
-            run_probes([with_timeout(by_name[name], float(spec["timeout_s"]))], ctx, parallel=1)
+            run_probes([with_timeout(by_name[name], float(spec["budget_s"]))], ctx, parallel=1)
     dist.destroy_process_group()
     return 0
 
