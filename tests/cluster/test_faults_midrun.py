@@ -8,7 +8,8 @@
 - A node SIGKILLed during the group probe: the healthy nodes say which node left the group
   ("not completed: node-2 left the group mid-collective"), not "probe raised RuntimeError ...
   report it"; the dead node is named died by rank 0.
-- A host cut off mid-run (its link down: power or network lost, so no FIN or RST ever comes):
+- A host cut off mid-run (its link down, or a firewall that drops all it receives: power or
+  network lost, so no FIN or RST ever comes):
   rank 0's presence connection to it runs TCP keepalive sized from the budget, so it is named
   gone within seconds (before: only when its heartbeat lapsed, 10 s), and the stages run among
   the live nodes.
@@ -73,13 +74,19 @@ def test_node_killed_in_the_group_probe_is_the_peer_that_left(tmp_path):
     assert all("node-2 left the group" in r["summary"] and r["status"] == "skip" for r in left), left
 
 
-def test_host_cut_off_mid_run_is_named_within_the_keepalive_window(tmp_path):
+@pytest.mark.parametrize("cut", ["link down", "firewall drops everything"])
+def test_host_cut_off_mid_run_is_named_within_the_keepalive_window(tmp_path, cut):
+    if cut.startswith("firewall") and not testbed.available(iptables=True)[0]:
+        pytest.skip(testbed.available(iptables=True)[1])
     cfg = write_config(tmp_path)
     with Testbed(4) as tb:
         # node 3 never starts: rank 0 waits for it most of the budget, so the cut lands mid-run
         run = Run(tb, 4, cfg, ranks=[0, 1, 2], timeout=20)
         assert run.wait_stderr(2, "joined the rendezvous", 15)
-        tb.link_down(2)
+        if cut == "link down":
+            tb.link_down(2)
+        else:
+            tb.drop_all(2)
         cut = time.monotonic()
         # the window is 3 s for a 20 s budget; the heartbeat alone would take 10 s and log nothing
         assert run.wait_stderr(0, "host stopped answering", 12), run.__dict__.get("early_stderr")
