@@ -127,3 +127,29 @@ def test_the_node_side_learns_that_rank_0_ended_and_not_after_its_own_bye():
             assert lost == ([] if leave_first else [(PROCESS_ENDED, "127.0.0.1")])
     finally:
         lsock.close()
+
+
+def test_a_node_known_dead_stays_died_when_rank_0_gathers_at_its_deadline():
+    """A loaded rank 0 reached the gather at its deadline: the node its presence found gone is
+    'died' with how it was found, not 'hung' (a healthy but slow node would be 'hung')."""
+    from llmdiag.cluster import gather
+
+    class Session:  # rank 0's view: no report arrived; rank 2 was recorded gone by its presence
+        rank, poll_max = 0, 0.1
+        dead_why = {2: "its host stopped answering: no reply to TCP keepalive for 3 s"}
+
+        def has(self, key):
+            return False
+
+        def known_dead(self, r):
+            return r in self.dead_why
+
+        def alive(self, r):
+            return r not in self.dead_why
+
+        def last_beat_age(self, r):
+            return None
+
+    docs, lost = gather.collect_reports(Session(), [2, 3], deadline=time.monotonic())
+    assert docs == {} and lost[2] == "died: its host stopped answering: no reply to TCP keepalive for 3 s", lost
+    assert lost[3].startswith("hung"), lost
