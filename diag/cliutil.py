@@ -103,15 +103,17 @@ def emit_doc(
     env: Mapping[str, str] | None = None,
     protect: Iterable[str] = (),
     extra: Mapping[str, Any] | None = None,
+    stream_extra: Mapping[str, Any] | None = None,
 ) -> str:
-    """Write ``doc`` to every output of the run (:func:`output_targets`); returns the first text."""
+    """Write ``doc`` to every output of the run (:func:`output_targets`); returns the first text.
+    ``stream_extra``: render options for the stdout report only (:func:`reports.base.emit_all`)."""
     from llmdiag.reports.base import emit_all
 
     import sys
 
     color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()  # stdout's terminal report only
     opts = RenderOptions(width=width, color=color, extra=dict(extra or {}))
-    return emit_all(doc, output_targets(fmt, output), env=env, opts=opts, protect=protect)
+    return emit_all(doc, output_targets(fmt, output), env=env, opts=opts, protect=protect, stream_extra=stream_extra)
 
 
 def pass_env(fn: Callable) -> Callable:

@@ -375,7 +375,9 @@ class ClusterSettings:
     nodes: int | None = setting(None, "number of nodes expected in the job", min=1, max=100000, flag=("--nnodes",))
     gpus_per_node: int | None = setting(None, "GPUs every node must show (unset: no expectation)", min=0, max=64,
                                         flag=("--gpus-per-node",))
-    nproc_per_node: int | None = setting(None, "processes (ranks) per node the job will start", min=1, max=1024)
+    nproc_per_node: int | None = setting(None, "processes (ranks) per node the job will start; the cluster's group "
+                                         "probes run this many ranks per node (unset: one per GPU with NCCL, one "
+                                         "with gloo)", min=1, max=1024)
     master_addr: str | None = setting(None, "rendezvous host (MASTER_ADDR)", flag=("--master-addr",), metavar="HOST")
     master_port: int = setting(29500, "rendezvous port (MASTER_PORT)", min=1, max=65535, flag=("--master-port",))
     hostfile: str | None = setting(None, "DeepSpeed/MPI hostfile: start an agent on every host over ssh (first "

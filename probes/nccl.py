@@ -56,8 +56,10 @@ class NcclBenchProbe(BaseProbe):
         if group is not None:
             import torch.distributed as dist
 
-            where = f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
             doc = self._in_group(ctx, group, settings)
+            nodes = doc["world"].get("nodes")
+            where = (f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
+                     + (f" on {nodes} node(s)" if nodes else ""))
             yield from self._group_results(ctx, doc, where)
             return
         elif ctx.config.has_section("nccl_bench"):
@@ -148,7 +150,12 @@ class NcclBenchProbe(BaseProbe):
     def _results(self, ctx, doc, where):
         data = {"plateau_busbw": doc["plateau_busbw"], "avg_busbw": doc["avg_busbw"], "where": where,
                 "world_size": doc["world"]["world_size"], "collectives": doc["collectives"],
-                "pairwise": doc.get("pairwise")}
+                "pairwise": doc.get("pairwise"),
+                # where each rank ran (rank i on placement[i]) and the busbw of every row measured
+                "placement": list(doc["world"].get("hosts") or ()),
+                "rows": [{"collective": r["collective"], "size": r["size"],
+                          "busbw": [(r.get(k) or {}).get("busbw") for k in ("out_of_place", "in_place")]}
+                         for r in doc["results"]]}
         for f in doc["findings"]:
             summary = f"{f['summary']} ({where})"
             ev = [(e["name"], e["observed"], e["expected"], e["unit"]) for e in f["evidence"]]

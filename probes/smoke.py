@@ -48,7 +48,8 @@ class SmokeTrainProbe(BaseProbe):
 
             ranks = self._in_group(group, steps, inject)
             where = f"cluster process group: {dist.get_backend(group)}, {dist.get_world_size(group)} rank(s)"
-            me = dist.get_rank(group)
+            # this node's ranks: the agent's and its extra local ranks (one per GPU, as the job)
+            me = set((ctx.services.get("world") or {}).get("local_ranks") or [dist.get_rank(group)])
         elif smoke.enabled:
             got = self._local(ctx, steps, smoke.nproc, smoke.timeout_s, inject)
             if isinstance(got, str):
@@ -101,7 +102,7 @@ class SmokeTrainProbe(BaseProbe):
             return json.loads(summary.read_text())["ranks"], f"local {nproc}-process CPU run"
 
     def _judge(self, ctx, ranks, where, factor, *, me=None):
-        """``me``: this node's rank in the cluster group (findings about a rank go to its node), or
+        """``me``: this node's ranks in the cluster group (findings about a rank go to its node), or
         None for a local run (this node's every finding)."""
         losses = [float(v) for _, v in sorted(((int(k), v) for k, v in ranks[0]["losses"].items()))]
         finite = all(v == v and abs(v) != float("inf") for v in losses)
@@ -128,10 +129,10 @@ class SmokeTrainProbe(BaseProbe):
         majority = counts[ref] * 2 > len(sums)
         odd = sorted(r for r, c in sums.items() if c != ref or (not majority and len(counts) > 1))
         data = {"checksums": sums}
-        if odd and (me is None or me in odd):
+        if odd and (me is None or me & set(odd)):
             against = (f"the {counts[ref]} other rank(s)" if majority else "each other (no majority: which replica "
                        "is right cannot be told)")
-            subject = (f"this node's replica ({who(me)})" if me is not None else
+            subject = (f"this node's replica ({', '.join(who(r) for r in sorted(me & set(odd)))})" if me is not None else
                        f"rank(s) {', '.join(who(r) for r in odd)}")
             yield self.fail(ctx, "params", f"parameters differ across data-parallel ranks: {subject} vs {against}",
                             evidence=[("diverged_ranks", len(odd), 0, "ranks")],
@@ -159,7 +160,7 @@ class SmokeTrainProbe(BaseProbe):
         data = {"step_ms_median": {r: round(statistics.median(v), 2) for r, v in series.items()},
                 "slow_steps": {r: sum(q > factor for q in x) for r, x in ratios.items()}, "judged_steps": n,
                 "measured": key}
-        mine = slow if me is None else {r: q for r, q in slow.items() if r == me}
+        mine = slow if me is None else {r: q for r, q in slow.items() if r in me}
         if mine:
             worst = max(mine, key=mine.get)
             own = " (its own time, outside the waits for its peers)" if key == "own_ms" else ""

@@ -164,10 +164,13 @@ def emit_all(
     opts: RenderOptions | None = None,
     protect: Iterable[str | os.PathLike[str]] = (),
     stream=None,
+    stream_extra: Mapping[str, Any] | None = None,
 ) -> str:
     """Redact ``doc`` once and write it in every ``(format, path)`` of ``targets`` (path None:
     ``stream``, default stdout). Every path is checked before anything is written; colour only
-    for a terminal report on the stream. Returns the first text."""
+    for a terminal report on the stream, and ``stream_extra`` (what the stream's reader has
+    seen already, e.g. rows streamed to the same terminal) only for the stream's report: a
+    file gets the whole report. Returns the first text."""
     targets = list(targets)
     protect = list(protect)
     checked = [(fmt, None if p is None else check_output_path(p, protect)) for fmt, p in targets]
@@ -176,7 +179,8 @@ def emit_all(
     texts = []
     for fmt, target in checked:
         color = opts.color and fmt == "terminal" and target is None
-        text = render(safe, fmt, dataclasses.replace(opts, color=color))
+        extra = {**opts.extra, **(stream_extra or {})} if target is None else opts.extra
+        text = render(safe, fmt, dataclasses.replace(opts, color=color, extra=extra))
         texts.append(text)
         if target is not None:
             write_atomic(target, text)

@@ -72,15 +72,19 @@ def table_lines(doc: NcclBenchDoc, collective: CollectiveSummary) -> list[str]:
     """One collective's nccl-tests-style table with its footer."""
     name = collective.collective
     lines = table_head(name) + [row_line(r) for r in doc.results if r.collective == name]
+    return [ln.rstrip() for ln in lines] + footer_lines(collective)
+
+
+def footer_lines(collective: CollectiveSummary) -> list[str]:
+    """The lines after one collective's rows (nccl-tests' two, then the plateau)."""
     wrong = collective.wrong
-    lines += [
+    return [
         f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
         f"# Avg bus bandwidth    : {_fmt(collective.avg_busbw)} ",
         f"# Plateau bus bandwidth: {_fmt(collective.plateau_busbw)} GB/s "
-        f"(sizes {_sizes(collective.plateau_sizes)})",
+        f"(sizes {_sizes(collective.plateau_sizes)})".rstrip(),
         "#",
     ]
-    return [ln.rstrip() if not ln.startswith("# Avg") else ln for ln in lines]
 
 
 def _known(v: object) -> object:
@@ -199,8 +203,27 @@ def text_lines(doc: NcclBenchDoc) -> list[str]:
     return lines
 
 
+def after_stream_lines(doc: NcclBenchDoc) -> list[str]:
+    """The report for a reader who watched the run: the header and every row were printed as
+    they came (:class:`LiveTable`), so only what the stream never carried — a partial run's
+    note, each collective's footer, the pairwise table, the summary — is left to show."""
+    world = world_lines(doc.world or BenchWorld(world_size=None), doc.spec or BenchSettings())
+    lines = header_lines(doc)[len(world):]
+    many = len(doc.collectives) > 1
+    for c in doc.collectives:
+        lines += ([f"# Collective test: {c.collective}"] if many else []) + footer_lines(c)
+    if doc.pairwise:
+        lines += pairwise_lines(doc.pairwise)
+    return lines + summary_lines(doc)
+
+
 def terminal(doc: NcclBenchDoc, opts: RenderOptions) -> str:
-    return "\n".join(text_lines(doc) + [""] + finding_lines(doc)) + "\n"
+    """The nccl-tests table and the findings; ``opts.extra["rows_shown"]``: how many rows the
+    reader already saw streamed on this terminal (all of them: the table is not printed again,
+    as nccl-tests prints each row once)."""
+    shown = int(opts.extra.get("rows_shown") or 0)
+    body = after_stream_lines(doc) if doc.results and shown >= len(doc.results) else text_lines(doc)
+    return "\n".join(body + [""] + finding_lines(doc)) + "\n"
 
 
 def markdown(doc: NcclBenchDoc, opts: RenderOptions) -> str:

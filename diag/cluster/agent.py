@@ -122,6 +122,7 @@ class Agent:
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
         self._death_store = None  # rank 0: the store connection presence deaths are written on
+        self._workers: dict[int, Any] = {}  # local rank -> the process of this node's extra group rank
         if getattr(ctx, "services", None) is not None:
             ctx.services["cluster_agent"] = True  # ports this process holds are the job's own (ports probe)
 
@@ -331,13 +332,16 @@ class Agent:
 
     def _presence(self, until: float) -> None:
         """Rank 0 serves the presence port; the others connect to it before they join, so a node
-        whose process dies is known dead at once, for every stage, instead of after its heartbeat
-        lapses (10 s) while each stage waits on it. Without it (a firewall, an old rank 0) the
-        heartbeat alone decides."""
+        whose process dies is known dead at once, and one whose host goes silent (power, network)
+        within the keepalive window (:class:`presence.Keepalive`, a tenth of the budget), for every
+        stage, instead of after its heartbeat lapses (10 s) while each stage waits on it. Without
+        it (a firewall, an old rank 0) the heartbeat alone decides."""
         w, s = self.world, self.session
+        keepalive = presence.Keepalive.for_budget(self.opts.timeout_s)
+        self.meta["presence_window_s"] = keepalive.window_s
         if w.is_root:
             self._death_store = s.second_connection()  # deaths are written from the server's threads
-            srv = presence.PresenceServer(self._node_died)
+            srv = presence.PresenceServer(self._node_died, keepalive=keepalive)
             self._cleanup.append(srv.close)
             s.put("presence", {"port": srv.port})
             return
@@ -353,7 +357,8 @@ class Agent:
                         return
                     time.sleep(0.1)
                 box["me"] = presence.Presence(w.master_addr, int(json.loads(store.get("presence"))["port"]),
-                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s)
+                                              w.node_rank, os.getpid(), self.opts.connect_timeout_s,
+                                              keepalive=keepalive, on_lost=self._root_lost)
             except Exception as exc:  # noqa: BLE001 - the store or rank 0 went away: the heartbeat remains
                 self.log(f"rank 0's presence port did not answer ({exc}); a dead node is found by its heartbeat only")
 
@@ -362,16 +367,35 @@ class Agent:
         t.join(2 * self.opts.connect_timeout_s)  # connected before joining, in the common case
         self._cleanup.append(lambda: box["me"].bye() if "me" in box else None)
 
-    def _node_died(self, rank: int, pid: int) -> None:
-        """Rank 0: ``rank``'s presence connection closed without a goodbye: its process is gone."""
+    def _gone_why(self, cause: str, whose: str = "its") -> str:
+        """The words for how a presence connection ended (``whose``: whose process or host)."""
+        window = self.meta.get("presence_window_s")
+        if cause == presence.HOST_SILENT:
+            return (f"{whose} host stopped answering: no reply to TCP keepalive for {window} s "
+                    "(power lost, network down, or a firewall now drops it)")
+        return f"{whose} process ended mid-run (the presence connection between it and rank 0 closed)"
+
+    def _node_died(self, rank: int, pid: int, cause: str = presence.PROCESS_ENDED) -> None:
+        """Rank 0: ``rank``'s presence connection ended without a goodbye: its process or host is gone."""
         s, store = self.session, self._death_store
+        why = self._gone_why(cause)
         try:
             if s is None or not store.check([f"join/{rank}"]) or json.loads(store.get(f"join/{rank}")).get("pid") != pid:
                 return  # not a node of this run (or it never joined: then it is missing, not dead)
-            s.mark_dead(rank, store)
+            s.mark_dead(rank, store, why)
         except Exception:  # noqa: BLE001 - the store is gone: the run is ending anyway
             return
-        self.log(f"{self.world.expected_name(rank)} died: its process ended mid-run (its connection to rank 0 closed)")
+        self.log(f"{self.world.expected_name(rank)} died: {why}")
+
+    def _root_lost(self, cause: str, address: str) -> None:
+        """A node: its presence connection to rank 0 ended before this node said goodbye. The store
+        went with rank 0: its connections are shut down, so no store call waits on it any longer."""
+        if self.session is None:
+            return
+        self.session.mark_gone(0, self._gone_why(cause, "rank 0's"))
+        n = self.session.abandon_store(address)
+        self.log(f"lost rank 0 ({address}): {self.session.dead_why[0]}; its {n} store connection(s) closed here, "
+                 "this node's report stays on this node")
 
     def _reach_progress(self, target: str, until: float):
         """Tell the user at once what the rendezvous does (refused, dropped), then every 10 s."""
@@ -398,7 +422,8 @@ class Agent:
     def _choose_group(self) -> dict[str, Any]:
         """Rank 0: the group's backend from the joined nodes' devices (:mod:`groupbackend`)."""
         joins = self.session.join_info(self.session.joined())
-        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()})
+        return groupbackend.choose({j.get("node") or r: j.get("devices") for r, j in joins.items()},
+                                   self.ctx.config.get("cluster", "nproc_per_node"))
 
     def budget_left(self) -> float:
         """Seconds a stage may still use before the report must go to rank 0."""
@@ -520,37 +545,67 @@ class Agent:
 
         import torch.distributed as dist
 
+        from llmdiag.cluster import groupworker
+
         ranks = list(self.roster.ranks)
         choice = (self.roster.extra or {}).get("group") or {"backend": "gloo", "reason": "rank 0 chose none"}
         backend = choice["backend"]
+        per_node = int(choice.get("ranks_per_node") or 1)
         self.meta["group"] = choice
         iface = self.meta["interface"].get("interface")
         if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
             os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo must use the interface that reaches the peers
+        me, world_size = groupworker.layout(ranks.index(self.world.node_rank), per_node, len(ranks))
+        timeout = max(5.0, self.left(5.0) / 2)
+        # the other local ranks start first: joining the group waits for every rank
+        self._start_workers(me, world_size, per_node, backend, timeout)
         try:
             from torch.distributed import PrefixStore
 
             if backend == "nccl":
                 import torch
 
-                torch.cuda.set_device(0)  # this node's rank drives its first visible GPU
-            dist.init_process_group(backend, store=PrefixStore("llmdiag-pg/", self.session._server),
-                                    rank=ranks.index(self.world.node_rank), world_size=len(ranks),
-                                    timeout=datetime.timedelta(seconds=max(5.0, self.left(5.0) / 2)))
+                torch.cuda.set_device(0)  # this node's local rank 0 drives its first visible GPU
+            dist.init_process_group(backend, store=PrefixStore(groupworker.PG_PREFIX, self.session._server),
+                                    rank=me, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
         except Exception as exc:  # noqa: BLE001
+            gone = [f"local rank {k} exited with code {p.returncode}" for k, p in self._workers.items()
+                    if p.poll() not in (None, 0)]
             self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
-                     f"{str(exc).splitlines()[0][:200]}", runbook="nccl-timeout",
+                     f"{str(exc).splitlines()[0][:200]}" + (f" ({', '.join(gone)}; its error is on this node's "
+                                                            "stderr)" if gone else ""), runbook="nccl-timeout",
                      remediation="Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface the nodes reach each "
                                  "other by; NCCL_DEBUG=INFO shows why an NCCL group fails.")
             return
-        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), one rank per "
-                 f"node: {choice['reason']}", data={"backend": backend, "choice": choice})
+        layout = f"{per_node} rank(s) per node ({choice.get('ranks_reason', 'one per node')}), {world_size} in all"
+        self.add("process-group", "pass", f"group probes measure {backend} over {len(ranks)} node(s), {layout}: "
+                 f"{choice['reason']}", data={"backend": backend, "choice": choice, "world_size": world_size,
+                                              "ranks_per_node": per_node, "first_rank": me})
         self._cleanup.append(lambda: None if self.group_cut else dist.destroy_process_group())
         self.ctx.services["process_group"] = dist.group.WORLD
-        self.ctx.services["world"] = {"rank": ranks.index(self.world.node_rank), "world_size": len(ranks),
+        self.ctx.services["world"] = {"rank": me, "world_size": world_size, "local_ranks": list(range(me, me + per_node)),
                                       "node_rank": self.world.node_rank, "nnodes": self.world.nnodes,
                                       "master_addr": self.world.master_addr, "master_port": self.world.master_port,
                                       "run_token": self.roster.token}
+
+    def _start_workers(self, first: int, world_size: int, per_node: int, backend: str, timeout: float) -> None:
+        """Local ranks 1..per_node-1 of this node's share of the group (:mod:`groupworker`)."""
+        from llmdiag.cluster import groupworker
+
+        if per_node <= 1:
+            return
+        cfg = groupworker.explicit_config(self.ctx.config)
+        env = dict(os.environ)
+        for local in range(1, per_node):
+            spec = groupworker.worker_spec(
+                master_addr=self.world.master_addr, master_port=self.world.master_port, rank=first + local,
+                world_size=world_size, local_rank=local, backend=backend, timeout_s=timeout,
+                budget_s=max(1.0, self.budget_left()), node=self.ctx.node,
+                probes=[p.name for p in self.group_probes], config=cfg)
+            proc = self._workers[local] = groupworker.start(spec, env)
+            self._cleanup.append(lambda proc=proc: groupworker.stop(proc))
+        self.log(f"started {per_node - 1} more local rank(s) for the group (ranks {first}..{first + per_node - 1} "
+                 f"of {world_size})")
 
     def _group_probes(self) -> list[Result]:
         if not self.group_probes:
@@ -602,7 +657,18 @@ class Agent:
                 if r != self.world.node_rank and not self.session.alive(r)] if self.session and self.roster else []
 
     # -- the end -------------------------------------------------------------------------
+    def _root_gone(self) -> str | None:
+        """Why rank 0 is known gone on this node (its presence connection ended), or None."""
+        s = self.session
+        return None if s is None or self.world.is_root else s.dead_why.get(0)
+
     def _finish(self, node_report: NodeReport, group_results: list[Result], iface: dict) -> AgentOutcome:
+        root_gone = self._root_gone()
+        if root_gone:
+            self.add("rank0-lost", "fail", f"lost rank 0 mid-run: {root_gone}; this report did not reach it",
+                     runbook="cluster-node-died",
+                     remediation=f"Check {self.world.master_addr} (is it up, does it answer ping from here?) and "
+                                 "this node's own link; rank 0's report names the nodes it lost.")
         results = list(node_report.results) + group_results + self.results
         self.meta.setdefault("facts", {}).update(facts.node_facts([r.to_dict() for r in results], self.ctx.env, iface))
         self.meta["timings"] = self.timings
@@ -623,6 +689,8 @@ class Agent:
                                                      lost={}, skew_warn_ms=self.opts.skew_warn_ms, strict=self.opts.strict,
                                                      duration_s=time.monotonic() - self.start)
             return outcome
+        if root_gone:
+            return outcome  # its store is unreachable: a send would block until the store's timeout
         t0 = time.monotonic()
         try:
             gather.send_report(s, doc)

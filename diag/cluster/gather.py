@@ -73,17 +73,23 @@ def collect_reports(session: StoreSession, ranks: Iterable[int], deadline: float
             for r in sorted(pending):
                 if r != session.rank and not session.alive(r):
                     age = session.last_beat_age(r)
-                    lost[r] = ("died: its process ended without finishing (its connection to rank 0 closed)"
-                               if session.known_dead(r) else
+                    lost[r] = (_died(session, r) if session.known_dead(r) else
                                f"died: no heartbeat for {age:.0f} s" if age is not None else "died")
                     pending.discard(r)
         if now >= deadline:
+            # a node known dead stays "died" even when rank 0 came here late (a loaded rank 0
+            # reached the gather at its deadline and called a cut-off host "hung")
             for r in pending:
-                lost[r] = "hung: still alive but sent no report before the deadline"
+                lost[r] = _died(session, r) if session.known_dead(r) else \
+                    "hung: still alive but sent no report before the deadline"
             break
         time.sleep(min(poll, max(0.0, deadline - now)))
         poll = min(poll * 1.5, poll_max)
     return docs, lost
+
+
+def _died(session: StoreSession, rank: int) -> str:
+    return f"died: {session.dead_why.get(rank) or 'its process ended without finishing'}"
 
 
 def write_node_file(directory: str | os.PathLike[str], doc: dict[str, Any]) -> Path:

@@ -39,9 +39,31 @@ def node_devices(dev: str = "/dev") -> dict[str, Any]:
         return {"gpus": 0, "nccl": None, "error": str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}
 
 
-def choose(nodes: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"backend", "reason", "gpus_per_node"}`` from each joined node's :func:`node_devices`
-    (keyed by node name or rank). A node that reported nothing counts as having no GPU."""
+def choose(nodes: Mapping[Any, Mapping[str, Any]], nproc_per_node: int | None = None) -> dict[str, Any]:
+    """``{"backend", "reason", "gpus_per_node", "ranks_per_node"}`` from each joined node's
+    :func:`node_devices` (keyed by node name or rank). A node that reported nothing counts as
+    having no GPU. ``nproc_per_node`` (``[cluster] nproc_per_node``): the job's ranks per node."""
+    choice = _backend(nodes)
+    return dict(choice, **ranks_per_node(choice, nproc_per_node))
+
+
+def ranks_per_node(choice: Mapping[str, Any], nproc_per_node: int | None) -> dict[str, Any]:
+    """How many ranks each node runs in the group, as the job will: ``[cluster] nproc_per_node``
+    when set, else one per GPU for NCCL (torchrun ``--nproc-per-node=gpu``), else one. NCCL
+    cannot put two ranks on one GPU, so it is capped at the smallest node's GPU count."""
+    gpus = choice.get("gpus_per_node")
+    if choice["backend"] == "nccl":
+        want = nproc_per_node or gpus
+        n = min(want, gpus)
+        why = (f"[cluster] nproc_per_node = {nproc_per_node}" if nproc_per_node else "one per GPU") + (
+            f", capped at {gpus} GPU(s) per node" if want > gpus else "")
+    else:
+        n = nproc_per_node or 1
+        why = f"[cluster] nproc_per_node = {nproc_per_node}" if nproc_per_node else "one per node (gloo)"
+    return {"ranks_per_node": int(n), "ranks_reason": why}
+
+
+def _backend(nodes: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
     if not nodes:
         return {"backend": "gloo", "reason": "no node joined", "gpus_per_node": None}
     no_gpu = [str(n) for n, d in nodes.items() if not (d or {}).get("gpus")]

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -75,6 +77,7 @@ class StoreSession:
         self._hb_thread: threading.Thread | None = None
         self._seen: dict[int, tuple[int, float]] = {}
         self._dead: set[int] = set()  # ranks known dead (their presence connection broke: presence.py)
+        self.dead_why: dict[int, str] = {}  # how this process learnt a rank died (rank 0: its presence)
         self._dead_read = 0.0
 
     # -- connection ----------------------------------------------------------------------
@@ -147,11 +150,46 @@ class StoreSession:
     def stop_heartbeat(self) -> None:
         self._hb_stop.set()
 
-    def mark_dead(self, rank: int, store=None) -> None:
-        """Record once, for every node, that ``rank``'s process is gone (no stage waits on it again);
-        ``store``: a :meth:`second_connection` when called beside the main thread."""
-        self._dead.add(rank)
+    def mark_dead(self, rank: int, store=None, why: str | None = None) -> None:
+        """Record once, for every node, that ``rank``'s process or host is gone (no stage waits on it
+        again); ``store``: a :meth:`second_connection` when called beside the main thread; ``why``:
+        how it was seen (kept for this process's report)."""
+        self.mark_gone(rank, why)
         (store or self.store).append("dead/ranks", f"{rank},")
+
+    def mark_gone(self, rank: int, why: str | None = None) -> None:
+        """Record ``rank`` dead for this process only (a node that lost rank 0 has no store to tell)."""
+        if why:
+            self.dead_why.setdefault(rank, why)
+        self._dead.add(rank)
+
+    def abandon_store(self, address: str) -> int:
+        """Rank 0 at ``address`` is gone: shut down this process's connections to its store.
+
+        The c10d client waits on a store reply without a bound of its own (a main thread was seen
+        blocked in ``check`` 24 s after rank 0's host went silent, past the whole budget), and only
+        the kernel could end that wait. Shutting the sockets down makes the blocked call and every
+        later one fail at once, so this node ends in time with its own report. Returns how many.
+        """
+        try:
+            import psutil
+
+            me = psutil.Process()
+            conns = (getattr(me, "net_connections", None) or me.connections)(kind="tcp")
+        except Exception:  # noqa: BLE001 - no psutil or no /proc: the store's own timeout stays
+            return 0
+        n = 0
+        for c in conns:
+            # c10d's sockets may be IPv6 ones reaching an IPv4 address as ::ffff:a.b.c.d
+            ip = c.raddr.ip.removeprefix("::ffff:") if c.raddr else None
+            if ip == address and c.raddr.port == self.world.master_port and c.fd >= 0:
+                try:
+                    with socket.socket(c.family, socket.SOCK_STREAM, fileno=os.dup(c.fd)) as s:
+                        s.shutdown(socket.SHUT_RDWR)
+                    n += 1
+                except OSError:
+                    pass
+        return n
 
     def known_dead(self, rank: int) -> bool:
         """Whether ``rank`` was recorded dead (the store's list is read at most twice a second)."""

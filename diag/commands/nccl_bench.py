@@ -70,7 +70,8 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
     Runs as one rank under torchrun / srun / mpirun, or standalone (one process per local GPU,
     or --nproc CPU processes with gloo). Each row is printed on stderr as it is measured; the
     report (--format, --output, --csv) comes at the end, or with the rows so far when the run
-    is interrupted (exit 130), times out or loses a rank (exit 1). Exit code 1 when the
+    is interrupted (exit 130), times out or loses a rank (exit 1). On a terminal that shows
+    both, the table is not printed twice: the end report gives the footers and findings. Exit code 1 when the
     plateau busbw misses the expectation, an element is wrong, a rank fails, or --pairwise
     finds a slow node or link.
     """
@@ -103,13 +104,16 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
         fits(spec, world, world, backend_used)
         rank = 0
 
+    progress = _live_progress(spec)
+
     def report(doc) -> None:
         if rank == 0:
-            emit_doc(doc, fmt, output, width, no_color, env=env, protect=[config_path] if config_path else [])
+            # rows streamed on stderr are on screen already when stdout is the same terminal
+            shown = {"rows_shown": len(progress.rows)} if _same_terminal() else None
+            emit_doc(doc, fmt, output, width, no_color, env=env, protect=[config_path] if config_path else [],
+                     stream_extra=shown)
             if csv_path:
                 write_csv(doc, csv_path)
-
-    progress = _live_progress(spec)
 
     def partial(reason: str, detail: str):
         return verdict.build_doc(progress.result(world_size=world, backend=backend_used), settings,
@@ -158,6 +162,19 @@ def _live_progress(spec):
             print(line, file=sys.stderr, flush=True)
 
     return Progress(spec, show)
+
+
+def _same_terminal() -> bool:
+    """Whether stdout and stderr are one terminal (a user watching the run: each row is printed
+    once there, as nccl-tests does); a pipe, a file or two terminals get everything."""
+    import os
+    import sys
+
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty() and os.path.samestat(
+            os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (OSError, ValueError, AttributeError):  # a replaced stream without a descriptor
+        return False
 
 
 def csv_rows(doc) -> tuple[list[str], list[dict]]:

@@ -52,6 +52,7 @@ class Run:
                                      binds=(binds or {}).get(k), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.out: dict[int, tuple[int, str, str]] = {}
+        self.ended: dict[int, float] = {}
         self.wall_s = None
 
     def wait_stderr(self, k: int, text: str, timeout: float) -> bool:
@@ -78,6 +79,7 @@ class Run:
                 self.tb.kill(p)
                 o, e = p.communicate()
             self.out[k] = (p.returncode, o, e)
+            self.ended[k] = time.monotonic() - self.start  # at most this long after the start
         self.wall_s = time.monotonic() - self.start
         return self.doc(0)
 

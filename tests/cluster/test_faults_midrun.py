@@ -8,9 +8,16 @@
 - A node SIGKILLed during the group probe: the healthy nodes say which node left the group
   ("not completed: node-2 left the group mid-collective"), not "probe raised RuntimeError ...
   report it"; the dead node is named died by rank 0.
+- A host cut off mid-run (its link down, or a firewall that drops all it receives: power or
+  network lost, so no FIN or RST ever comes):
+  rank 0's presence connection to it runs TCP keepalive sized from the budget, so it is named
+  gone within seconds (before: only when its heartbeat lapsed, 10 s), and the stages run among
+  the live nodes.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -65,3 +72,36 @@ def test_node_killed_in_the_group_probe_is_the_peer_that_left(tmp_path):
     left = [r for r in nccl if r["check"] == "group"]
     assert sorted(r["node"] for r in left) == ["node-0", "node-1"], nccl
     assert all("node-2 left the group" in r["summary"] and r["status"] == "skip" for r in left), left
+
+
+@pytest.mark.parametrize("cut", ["link down", "firewall drops everything"])
+def test_host_cut_off_mid_run_is_named_within_the_keepalive_window(tmp_path, cut):
+    if cut.startswith("firewall") and not testbed.available(iptables=True)[0]:
+        pytest.skip(testbed.available(iptables=True)[1])
+    cfg = write_config(tmp_path)
+    with Testbed(4) as tb:
+        # node 3 never starts: rank 0 waits for it most of the budget, so the cut lands mid-run
+        run = Run(tb, 4, cfg, ranks=[0, 1, 2], timeout=20)
+        assert run.wait_stderr(2, "joined the rendezvous", 15)
+        if cut == "link down":
+            tb.link_down(2)
+        else:
+            tb.drop_all(2)
+        cut = time.monotonic()
+        # the window is 3 s for a 20 s budget; the heartbeat alone would take 10 s and log nothing
+        assert run.wait_stderr(0, "host stopped answering", 12), run.__dict__.get("early_stderr")
+        named_after = time.monotonic() - cut
+        doc = run.finish()
+    assert named_after < 8.0, named_after
+    # rank 0 ends within the budget; so does the cut-off node, which learnt rank 0 is gone the same
+    # way and stopped waiting on a store that could not answer
+    assert run.ended[0] < 20 + 6 and run.ended[2] < 20 + 6, run.ended
+    own = [r for r in run.doc(2)["results"] if r["check"] == "rank0-lost"]
+    assert own and own[0]["status"] == "fail" and "keepalive" in own[0]["summary"], run.doc(2)["results"]
+    missing = {m["node"]: m for m in doc["sections"]["missing_nodes"]}
+    assert {n: m["state"] for n, m in missing.items()} == {"node rank 2": "died", "node rank 3": "missing"}, missing
+    gone = [r["summary"] for r in doc["results"] if r["check"] == "node-died"]
+    assert gone and "keepalive" in gone[0], doc["results"]
+    assert not [f for f in failing(doc) if f[0] in ("node-0", "node-1")], failing(doc)
+    not_run = [(r["node"], r["check"]) for r in cluster_results(doc) if r["status"] == "skip"]
+    assert not not_run, not_run

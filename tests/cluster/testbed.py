@@ -295,6 +295,11 @@ class Testbed:
         """Drop everything host ``k`` receives from host ``src`` (a one-way partition)."""
         self._iptables(k, "-A", "INPUT", "-s", self.addr(src), "-j", "DROP")
 
+    def drop_all(self, k: int) -> None:
+        """Drop everything host ``k`` receives on its network (a firewall that cuts it off; its own
+        loopback still works, as on a real host)."""
+        self._iptables(k, "-A", "INPUT", "-i", "eth0", "-j", "DROP")
+
     def clear_firewall(self, k: int) -> None:
         self._iptables(k, "-F", "INPUT")
 

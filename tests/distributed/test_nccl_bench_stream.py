@@ -199,3 +199,62 @@ def test_sigint_to_a_launched_rank_0_keeps_its_rows(tmp_path):
     doc = json.loads((tmp_path / "doc0.json").read_text())
     assert doc["stopped"]["reason"] == "interrupted"
     assert [r["size"] for r in doc["results"]][: len(sizes)] == sizes
+
+
+def _run_on_pty(args: tuple[str, ...], *, stdout_pipe: bool) -> tuple[int, str, str]:
+    """Run the real CLI with stderr (and stdout unless ``stdout_pipe``) on a pseudo-terminal, as
+    a user at a shell sees it; returns (exit code, what the terminal showed, stdout if piped)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(llmdiag_argv("nccl-bench", "--nproc", "2", *args), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE if stdout_pipe else slave, stderr=slave, env=cli_env())
+    os.close(slave)
+    piped: list[bytes] = []
+    reader = threading.Thread(target=lambda: piped.append(proc.stdout.read()), daemon=True) if stdout_pipe else None
+    if reader:
+        reader.start()
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer of the terminal has gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    rc = proc.wait(timeout=120)
+    if reader:
+        reader.join(10)
+    return rc, shown.decode(errors="replace").replace("\r\n", "\n"), (piped[0].decode() if piped else "")
+
+
+def _row_sizes(text: str) -> list[int]:
+    return [int(m.group(1)) for m in map(ROW.match, text.splitlines()) if m]
+
+
+SMALL = ("-b", "1K", "-e", "8K", "-f", "2", "-w", "1", "-n", "2", "-C", "all_reduce", "-C", "all_gather")
+
+
+def test_on_a_terminal_each_row_is_shown_once(tmp_path):
+    """stdout and stderr on one terminal: the rows streamed as measured are not repeated by the
+    end report, which gives each collective's footer, the summary and the verdict once."""
+    rc, shown, _ = _run_on_pty(SMALL, stdout_pipe=False)
+    assert rc == 0, shown
+    sizes = _row_sizes(shown)
+    assert sizes == [1024, 2048, 4096, 8192] * 2, shown  # all_reduce then all_gather, each row once
+    assert shown.count("# Collective test: all_reduce") == 2 and shown.count("# Avg bus bandwidth") == 2, shown
+    assert shown.count("# llmdiag nccl-bench:") == 1 and shown.count("PASS: nccl-bench") == 1, shown
+    # the footers come after the last row, named by collective
+    assert shown.rindex("# Out of bounds values") > shown.rindex("8192"), shown
+
+
+def test_stdout_not_a_terminal_keeps_the_whole_table(tmp_path):
+    """Rows on the terminal (stderr) and the whole nccl-tests table on a pipe: each place has each
+    row once, and a script reading stdout gets the table it parses."""
+    rc, shown, out = _run_on_pty(SMALL, stdout_pipe=True)
+    assert rc == 0, shown + out
+    assert _row_sizes(shown) == [1024, 2048, 4096, 8192] * 2, shown
+    assert _row_sizes(out) == [1024, 2048, 4096, 8192] * 2, out
+    assert out.count("# llmdiag nccl-bench:") == 1 and "PASS: nccl-bench" in out, out

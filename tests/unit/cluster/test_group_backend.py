@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmdiag.cluster import groupbackend
+from llmdiag.cluster import groupbackend, groupworker
+from llmdiag.config import Config
+from llmdiag.context import Context
 
 GPU = {"gpus": 8, "nccl": True}
 CPU = {"gpus": 0, "nccl": None}
@@ -55,7 +57,38 @@ def test_rank_0_chooses_from_what_the_joined_nodes_said():
 
     agent = Agent.__new__(Agent)
     agent.session = Session()
+    agent.ctx = Context.create(Config.from_mapping({"cluster": {"nproc_per_node": 2}}))
     assert agent._choose_group()["backend"] == "nccl"  # node-1 (no GPU) never joined: not in the group
     Session.joined = lambda self: [0, 1, 2]
     choice = agent._choose_group()
     assert choice["backend"] == "gloo" and "none on node-1" in choice["reason"]
+
+
+
+@pytest.mark.parametrize("nodes,nproc,ranks,why", [
+    ({"a": GPU, "b": GPU}, None, 8, "one per GPU"),  # torchrun --nproc-per-node=gpu
+    ({"a": GPU, "b": {"gpus": 4, "nccl": True}}, None, 4, "one per GPU"),  # the smallest node
+    ({"a": GPU, "b": GPU}, 2, 2, "nproc_per_node = 2"),
+    ({"a": {"gpus": 2, "nccl": True}}, 4, 2, "capped at 2 GPU(s)"),  # NCCL: one rank per GPU at most
+    ({"a": CPU, "b": CPU}, None, 1, "one per node"),
+    ({"a": CPU, "b": CPU}, 2, 2, "nproc_per_node = 2"),  # a CPU job's processes per node
+])
+def test_ranks_per_node_follow_the_job(nodes, nproc, ranks, why):
+    choice = groupbackend.choose(nodes, nproc)
+    assert choice["ranks_per_node"] == ranks and why in choice["ranks_reason"], choice
+
+
+def test_rank_layout_is_node_major_as_torchrun_numbers_ranks():
+    assert [groupworker.layout(i, 2, 3) for i in range(3)] == [(0, 6), (2, 6), (4, 6)]
+
+
+def test_workers_get_only_the_settings_the_user_gave():
+    import json
+
+    cfg = Config.from_mapping({"nccl_bench": {"probe_iters": 3}, "network": {"port_range": "29500-29503"}})
+    got = groupworker.explicit_config(cfg)
+    assert got == {"nccl_bench": {"probe_iters": 3}, "network": {"port_range": (29500, 29503)}}, got
+    # through the worker's command line (JSON) and back: the same config, defaults still unset
+    again = Config.from_mapping(json.loads(json.dumps(got, default=list)))
+    assert again.is_set("nccl_bench", "probe_iters") and not again.is_set("nccl_bench", "pairwise_low_fraction")
+    assert again.get("network", "port_range") == cfg.get("network", "port_range")

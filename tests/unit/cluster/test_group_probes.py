@@ -77,8 +77,18 @@ def _ranks(sums, step_ms=None):
 
 
 def _judge(ranks, me):
+    """``me``: this node's rank, or its set of ranks (several ranks per node)."""
     ctx = Context.create(config=Config.default(), env=cli_env())
-    return {r.check: r for r in SmokeTrainProbe()._judge(ctx, ranks, "cluster process group", 1.5, me=me)}
+    mine = {me} if isinstance(me, int) else set(me)
+    return {r.check: r for r in SmokeTrainProbe()._judge(ctx, ranks, "cluster process group", 1.5, me=mine)}
+
+
+def test_with_two_ranks_per_node_the_node_of_a_diverged_rank_reports_it():
+    ranks = _ranks(["a", "a", "a", "b"])  # node A holds ranks 0-1, node B ranks 2-3; rank 3 diverged
+    odd = _judge(ranks, me={2, 3})["params"]
+    assert odd.status == Status.FAIL and "this node's replica (rank 3 (node-3))" in odd.summary, odd.summary
+    ok = _judge(ranks, me={0, 1})["params"]
+    assert ok.status == Status.PASS and "rank 3 (node-3) differ" in ok.summary, ok.summary
 
 
 def test_in_the_group_a_diverged_replica_is_its_own_nodes_finding():

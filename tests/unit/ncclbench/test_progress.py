@@ -9,7 +9,7 @@ import pytest
 from llmdiag.ncclbench import verdict
 from llmdiag.ncclbench.config import BenchSpec
 from llmdiag.ncclbench.progress import LineFile, Progress, planned_rows
-from llmdiag.reports.base import render
+from llmdiag.reports.base import RenderOptions, render
 
 
 def test_line_file_hands_over_whole_lines_only(tmp_path):
@@ -64,3 +64,27 @@ def test_a_run_stopped_before_the_ranks_met_still_has_a_report():
     doc = verdict.build_doc(p.result(world_size=4, backend="gloo"), {}, p.stop("timed out", "rendezvous"))
     assert doc["results"] == [] and doc["straggler"] is None and doc["status"] == "fail"
     assert "4 rank(s) on ? node(s), backend gloo, device ?" in render(doc, "terminal")
+
+
+def test_rows_streamed_to_the_terminal_are_not_repeated_by_the_stdout_report(tmp_path):
+    """The stdout report after rows streamed on the same terminal: the partial note, footers and
+    findings, no table; a file output of the same run keeps the whole table."""
+    import io
+
+    from llmdiag.reports.base import emit_all
+
+    p = Progress(BenchSpec(sizes=(1024, 2048)))
+    p.record({"world": {"world_size": 2, "backend": "gloo", "device": "cpu", "hosts": ["a", "b"], "nodes": 2}})
+    p.record({"row": ROW})
+    doc = verdict.build_doc(p.result(world_size=2, backend="gloo"), {}, p.stop("interrupted", "Ctrl-C"))
+    screen = io.StringIO()
+    emit_all(doc, [("terminal", None), ("terminal", tmp_path / "r.txt")], stream=screen,
+             stream_extra={"rows_shown": 1})
+    shown, whole = screen.getvalue(), (tmp_path / "r.txt").read_text()
+    row = "        1024           256"
+    assert row not in shown and "# Collective test" not in shown and "# llmdiag nccl-bench:" not in shown, shown
+    assert "# PARTIAL RUN (interrupted): 1 rows measured" in shown and "# Avg bus bandwidth" in shown, shown
+    assert "WARN" in shown.splitlines()[-1], shown
+    assert row in whole and "# Collective test: all_reduce" in whole and "# Avg bus bandwidth" in whole
+    # fewer rows seen than measured (stderr lost some): the whole table, not a summary
+    assert row in render(doc, "terminal", RenderOptions(extra={"rows_shown": 0}))
