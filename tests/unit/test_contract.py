@@ -304,6 +304,7 @@ OPEN_MAPS = {
     "model": "estimate-memory's model shape: each architecture family has keys of its own",
     "plan": "estimate-memory's plan: one key per memory/ setting, declared there",
     "environ": "the process environment (the console's width), not a document",
+    "extra": "RenderOptions.extra: what a command tells its renderer (rows already streamed), not a document",
 }
 #: the dispatcher reads the dict's ``kind`` to pick the type, and hands JSON the dict
 DICT_READERS = {"base.py"}

@@ -105,7 +105,10 @@ def test_tp_comm_overlap_is_read_from_a_megatron_or_nemo_yaml(tmp_path):
                  "  encoder_seq_length: 8192\n"):
         y = tmp_path / "m.yaml"
         y.write_text(text)
-        p = job.resolve_plan({}, None, str(y), {"world_size": 4})
+        from llmdiag.memory import readers
+
+        fields, _warnings = readers.from_megatron_yaml(str(y))
+        p = job.resolve_plan({}, [fields], {"world_size": 4})
         assert p.tp_comm_overlap and p.tp == 4
         est = estimate.estimate(L8, p)
         assert _line(est, "tp_comm_overlap_buffers")["bytes"] == 10 * 2 * 8192 * 4096
