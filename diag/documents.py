@@ -579,6 +579,65 @@ class RootCause:
 
 
 @dataclasses.dataclass
+class FrBehind:
+    """Every rank entered the collective and none completed it; these are still in an earlier state."""
+
+    state: str
+    ranks: list[int]
+    others: str
+
+
+@dataclasses.dataclass
+class FrGroup:
+    """One process group in the Flight Recorder dumps: its blocked collective and who held it."""
+
+    pg: str
+    ranks: list[int]
+    seq_id: int
+    op: str | None = None
+    input_sizes: Any = None
+    input_dtypes: Any = None
+    last_entered: dict[str, int] = dataclasses.field(default_factory=dict, metadata=_doc(
+        "rank -> the newest collective sequence id it entered"))
+    entered: list[int] = dataclasses.field(default_factory=list)
+    not_entered: list[int] = dataclasses.field(default_factory=list)
+    not_completed: list[int] = dataclasses.field(default_factory=list)
+    no_dump: list[int] = dataclasses.field(default_factory=list)
+    least_progressed: FrBehind | None = None
+
+
+@dataclasses.dataclass
+class FrSide:
+    op: str | None
+    input_sizes: Any
+    input_dtypes: Any
+    ranks: list[int]
+
+
+@dataclasses.dataclass
+class FrMismatch:
+    """The first collective the ranks of a group called differently (op, sizes or dtypes)."""
+
+    pg: str
+    seq_id: int
+    sides: list[FrSide]
+
+
+@dataclasses.dataclass
+class FlightRecorder:
+    """``analyze-log --fr``: PyTorch Flight Recorder dumps matched across ranks."""
+
+    dir: str
+    ranks_dumped: list[int]
+    process_groups: list[FrGroup] = dataclasses.field(default_factory=list)
+    mismatches: list[FrMismatch] = dataclasses.field(default_factory=list)
+    ranks_missing: list[int] = dataclasses.field(default_factory=list)
+    partial: bool = False
+    suspect_ranks: list[int] = dataclasses.field(default_factory=list)
+    reason: str = ""
+
+
+@dataclasses.dataclass
 class LogAnalysisDoc(Header):
     """``llmdiag analyze-log``: findings with the log lines they come from, and the progress."""
 
@@ -606,6 +665,8 @@ class LogAnalysisDoc(Header):
     suspect_reason: str | None = None
     ranks_not_in_excerpt: list[int] = dataclasses.field(default_factory=list, metadata=_doc(
         "ranks of the job that the log given does not show"))
+    flight_recorder: FlightRecorder | None = dataclasses.field(default=None, metadata=_doc(
+        "the Flight Recorder dumps read beside the log or from --fr"))
 
 
 # ---------------------------------------------------------------- estimate-memory
@@ -692,6 +753,15 @@ class StageMemory:
 
 
 @dataclasses.dataclass
+class SmallestGpuCount:
+    """``estimate-memory --min-gpus``: the fewest GPUs on which some plan fits (without CPU offload)."""
+
+    searched_up_to: int = dataclasses.field(metadata=_doc("the bound of the search (GPUs)"))
+    gpus: int | None = dataclasses.field(default=None, metadata=_doc("none: no plan fits up to searched_up_to"))
+    plan: Suggestion | None = None
+
+
+@dataclasses.dataclass
 class MemoryEstimateDoc(Header):
     """``llmdiag estimate-memory``: per-GPU memory of a plan by component, against the GPU."""
 
@@ -717,6 +787,8 @@ class MemoryEstimateDoc(Header):
         "where the worst stage's bytes live: caching allocator, device outside it, host RAM"))
     warnings: list[str] = dataclasses.field(default_factory=list,
                                             metadata=_doc("inputs read but not used, fits that cannot be judged"))
+    smallest_gpu_count: SmallestGpuCount | None = dataclasses.field(default=None, metadata=_doc(
+        "--min-gpus: the fewest GPUs on which some plan fits, and that plan"))
 
     @property
     def parts(self) -> dict[str, int]:

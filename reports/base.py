@@ -122,9 +122,10 @@ def json_renderer(doc: Mapping[str, Any], opts: RenderOptions) -> str:
 
 
 def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) -> str:
-    """``doc`` in ``fmt``. JSON writes the dict as it is; every other format gets the document
-    read once through its type (:func:`llmdiag.documents.read`: strict in tests, for users what
-    can be read), so no renderer reads a dict key."""
+    """``doc`` in ``fmt``. JSON writes the dict as it is (checked against its type in tests, where
+    documents are read strictly); every other format gets the document read once through its type
+    (:func:`llmdiag.documents.read`: strict in tests, for users what can be read), so no renderer
+    reads a dict key."""
     opts = opts or RenderOptions()
     kind = str(doc.get("kind", "generic"))
     if kind not in KINDS:
@@ -133,6 +134,8 @@ def render(doc: Mapping[str, Any], fmt: str, opts: RenderOptions | None = None) 
     if fn is None:
         raise UsageError(f"--format {fmt} is not available for {doc.get('command', 'this command')}")
     if fn is json_renderer:
+        if os.environ.get(documents.STRICT_ENV) == "1":
+            documents.read(doc)  # tests: the JSON written is a document of its type, as the other formats read it
         return fn(doc, opts)
     return fn(documents.read(doc), opts)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from llmdiag import documents as D
 from llmdiag.reports import plots
+from llmdiag.reports import memory_estimate as memory_text
 from llmdiag.reports.base import RenderOptions
 from llmdiag.reports.html import fix_html, when_text
 from llmdiag.reports.htmlkit import badge, banner, e, fmt, gib, md_inline, page, runbook_html, table
@@ -189,6 +190,8 @@ def _memory_body(d: D.MemoryEstimateDoc) -> str:
         out.append("<h3>Plans that fit</h3>" + table(["change", "per GPU", "headroom", "verdict"], [
             [e(s.change), f'<span class="num">{gib(s.total)}</span>',
              f'<span class="num">{gib(cap - s.total) if cap else "-"}</span>', e(s.verdict)] for s in d.suggestions]))
+    if memory_text.smallest(d):
+        out.append(f"<h3>Fewest GPUs</h3><div>{e(memory_text.smallest(d))}</div>")
     return "".join(out)
 
 

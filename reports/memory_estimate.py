@@ -35,6 +35,17 @@ def _headline(d: MemoryEstimateDoc) -> str:
     return text
 
 
+def smallest(d: MemoryEstimateDoc) -> str | None:
+    """``--min-gpus``: the fewest GPUs on which some plan fits, as one sentence."""
+    sg = d.smallest_gpu_count
+    if sg is None:
+        return None
+    if sg.gpus is None or sg.plan is None:
+        return f"No plan fits on up to {sg.searched_up_to} GPUs without CPU offload."
+    return (f"Fewest GPUs that fit: {sg.gpus} ({d.gpu_memory and _gib(d.gpu_memory)} each), with "
+            f"{sg.plan.change or 'the plan as given'}: {_gib(sg.plan.total)} per GPU.")
+
+
 #: the phase that did not peak, and its allocated bytes
 _OTHER_PHASE = {"forward/backward": ("optimizer step", lambda pk: pk.optimizer_step_allocated),
                 "optimizer step": ("forward/backward", lambda pk: pk.forward_backward_allocated)}
@@ -115,6 +126,8 @@ def terminal(d: MemoryEstimateDoc, opts: RenderOptions) -> str:
             con.print(Text(f"  - {s.change}: {_gib(s.total)} (expected cost ~{s.expected_cost:.0%})"))
     elif d.verdict == "out-of-memory":
         con.print(Text("No nearby plan fits; more GPUs or a smaller model are needed."))
+    if smallest(d):
+        con.print(Text(smallest(d)))
     return captured(con)
 
 
@@ -141,6 +154,8 @@ def markdown(d: MemoryEstimateDoc, opts: RenderOptions) -> str:
         out += [f"- {esc(s.change)}: {_gib(s.total)} (expected cost ~{s.expected_cost:.0%})" for s in d.suggestions]
     elif d.verdict == "out-of-memory":
         out += ["", "No nearby plan fits; more GPUs or a smaller model are needed."]
+    if smallest(d):
+        out += ["", esc(smallest(d))]
     if d.warnings:
         out += ["", "## Warnings", ""] + [f"- {esc(w)}" for w in d.warnings]
     return "\n".join(out) + "\n"

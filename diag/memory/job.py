@@ -197,7 +197,7 @@ def build_doc(m: models.ModelSpec | None, p: plan.Plan, *, params: float | None,
     if est["verdict"] == "unknown":
         doc["warnings"].append(f"cannot judge the fit without a GPU memory ({gpu_memory_source}); "
                                "give --gpu-memory 80GiB or [job] gpu_memory")
-    if smallest is not None or search_gpus:
+    if smallest is not None:
         doc["smallest_gpu_count"] = smallest
     return doc
 

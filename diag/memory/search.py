@@ -200,9 +200,10 @@ def _result(m: ModelSpec, base: Plan, lay: dict[str, int], p: Plan, knob: dict[s
     }
 
 
-def smallest_gpu_count(m: ModelSpec, plan: Plan, gpu_memory: int, *, max_gpus: int = 4096) -> dict[str, Any] | None:
+def smallest_gpu_count(m: ModelSpec, plan: Plan, gpu_memory: int, *, max_gpus: int = 4096) -> dict[str, Any]:
     """The fewest GPUs (1, 2, 4, then multiples of a node) on which some plan fits without CPU
-    offload (with it, almost anything fits on one GPU, at the CPU's pace), with that plan."""
+    offload (with it, almost anything fits on one GPU, at the CPU's pace), with that plan; ``gpus``
+    is None when nothing fits up to the largest size tried (``searched_up_to``)."""
     node = plan.gpus_per_node
     sizes = [n for n in (1, 2, 4) if n < node] + [node * k for k in range(1, max_gpus // node + 1)]
 
@@ -219,11 +220,11 @@ def smallest_gpu_count(m: ModelSpec, plan: Plan, gpu_memory: int, *, max_gpus: i
         lo = i
         i = i * 2 + 1
     if hi is None:
-        return None
+        return {"searched_up_to": sizes[-1], "gpus": None, "plan": None}
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(sizes[mid]):
             hi = mid
         else:
             lo = mid
-    return {"gpus": sizes[hi], "plan": fits(sizes[hi])[0]}
+    return {"searched_up_to": sizes[-1], "gpus": sizes[hi], "plan": fits(sizes[hi])[0]}

@@ -70,3 +70,29 @@ def test_old_seq_id_key_and_a_missing_rank(tmp_path):
         (tmp_path / f"trace{r}").write_bytes(pickle.dumps(_dump(entries)))
     fr = flight.analyze(flight.read_dir(str(tmp_path))[0])
     assert fr["ranks_missing"] == [2] and fr["partial"] and fr["suspect_ranks"] == [2]
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "html", "json", "prometheus", "junit"])
+def test_a_log_with_dumps_renders_in_every_format(tmp_path, fmt):
+    """The Flight Recorder analysis is part of the typed log-analysis document: every renderer reads it
+    (the tests read documents strictly, so a key the type lacks fails here, as it did for the text report)."""
+    import json
+    import subprocess
+
+    log = tmp_path / "train.log"
+    log.write_text("[rank0]: step 5 loss 2.0\n[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                   "unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete\n")
+    d = tmp_path / "train.log.fr"
+    d.mkdir()
+    for r in range(4):  # rank 3 never entered #7; ranks 0-2 disagree with nobody; a mismatch at #6 on rank 1
+        entries = [_entry(5), _entry(6, sizes=((512,),) if r == 1 else ((1024,),))] + ([] if r == 3 else [_entry(7)])
+        (d / f"trace_rank_{r}").write_bytes(pickle.dumps(_dump(entries)))
+    proc = subprocess.run(llmdiag_argv("analyze-log", str(log), "--format", fmt, "--width", "1000"),
+                          env=cli_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip()
+    if fmt == "json":
+        fr = json.loads(proc.stdout)["flight_recorder"]
+        assert fr["suspect_ranks"] == [3] and fr["mismatches"][0]["seq_id"] == 6
+    elif fmt != "prometheus":
+        assert "rank(s) [3] never entered" in proc.stdout

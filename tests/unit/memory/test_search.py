@@ -56,3 +56,23 @@ def test_smallest_gpu_count():
     assert got is not None and got["gpus"] == 16 and got["plan"]["total"] <= 0.95 * 80 * GIB
     assert search.suggest(L70, Plan(world_size=8, seq_len=4096), 80 * GIB, offload=False) == []
     assert search.suggest(L70, Plan(world_size=8, seq_len=4096), 80 * GIB)[0]["settings"]["offload"]
+
+
+def test_min_gpus_reaches_every_format(tmp_path):
+    """--min-gpus is part of the typed document: every format shows it (strict reading in tests), and a
+    search that finds nothing says so instead of dropping the key."""
+    import json
+    import subprocess
+
+    from tests.conftest import cli_env, llmdiag_argv
+
+    base = ["estimate-memory", "--model", "llama2-7b", "--world-size", "8", "--gpu-memory", "24GiB", "--min-gpus"]
+    for fmt in ("terminal", "markdown", "html"):
+        proc = subprocess.run(llmdiag_argv(*base, "-f", fmt, "--width", "200"), env=cli_env(), capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 1 and "Fewest GPUs that fit: 4" in proc.stdout, proc.stderr
+    doc = json.loads(subprocess.run(llmdiag_argv(*base, "-f", "json"), env=cli_env(), capture_output=True,
+                                    text=True, timeout=120).stdout)
+    assert doc["smallest_gpu_count"]["gpus"] == 4 and doc["smallest_gpu_count"]["plan"]["verdict"] == "fits"
+    none = search.smallest_gpu_count(L70, Plan(world_size=8, seq_len=4096), 1 * GIB, max_gpus=64)
+    assert none == {"searched_up_to": 64, "gpus": None, "plan": None}
