@@ -76,3 +76,17 @@ def test_min_gpus_reaches_every_format(tmp_path):
     assert doc["smallest_gpu_count"]["gpus"] == 4 and doc["smallest_gpu_count"]["plan"]["verdict"] == "fits"
     none = search.smallest_gpu_count(L70, Plan(world_size=8, seq_len=4096), 1 * GIB, max_gpus=64)
     assert none == {"searched_up_to": 64, "gpus": None, "plan": None}
+
+
+def test_min_gpus_tries_its_bound(monkeypatch):
+    """Doubling the index jumps past the end of the sizes: the bound itself is still tried, so a plan that
+    fits only there is found (it was reported as 'no plan fits')."""
+    tried = []
+
+    def fits_only_at_the_bound(m, plan, gpu_memory, *, world, limit, offload):
+        tried.append(world)
+        return [{"total": 1}] if world >= 4096 else []
+
+    monkeypatch.setattr(search, "suggest", fits_only_at_the_bound)
+    got = search.smallest_gpu_count(L70, Plan(world_size=8), GIB)
+    assert got["gpus"] == 4096 and 4096 in tried and len(tried) < 30
