@@ -56,6 +56,10 @@ def main() -> None:
                              logging_steps=int(os.environ.get("LIVE_LOGGING_STEPS", "1")), per_device_train_batch_size=4, report_to=[], save_strategy="no",
                              use_cpu=True, dataloader_num_workers=0, disable_tqdm=os.environ.get("LIVE_TQDM") == "0")
     SpikeTrainer(model=model, args=args, train_dataset=data, callbacks=[Inject()]).train()
+    if torch.distributed.is_initialized():
+        # as torch asks at exit: gloo's threads still alive at interpreter teardown can abort a healthy
+        # rank ("terminate called without an active exception", SIGABRT after the last step; seen under load)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
