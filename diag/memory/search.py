@@ -218,7 +218,7 @@ def smallest_gpu_count(m: ModelSpec, plan: Plan, gpu_memory: int, *, max_gpus: i
             hi = i
             break
         lo = i
-        i = len(sizes) - 1 if i < len(sizes) - 1 < i * 2 + 1 else i * 2 + 1  # the bound itself is tried last
+        i = len(sizes) if i == len(sizes) - 1 else min(i * 2 + 1, len(sizes) - 1)  # the bound is tried too
     if hi is None:
         return {"searched_up_to": sizes[-1], "gpus": None, "plan": None}
     while hi - lo > 1:
