@@ -20,7 +20,7 @@ import numpy as np
 from llmdiag.logs import bulk, prefixes, signatures
 from llmdiag.logs.epochs import EpochPlacer, train_summary
 from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
-from llmdiag.logs.progress import RecordJoiner, looks_like_record, progress_of, timestamp_of
+from llmdiag.logs.progress import RecordJoiner, header_of, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
 from llmdiag.logs.table import (NONE, PENDING_ROWS, StepStore, batch_len, concat, empty_batch, pack, rows_to_batch,
                                 take)
@@ -228,7 +228,8 @@ class LogAnalyzer:
             return
         lines = head.split(b"\n")[:-1][:PRIME_LINES]
         for raw in lines:
-            learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message)
+            learner.strip(prefixes.split_prefix(raw.decode("utf-8", "replace").rstrip("\r")).message,
+                          raw[:1] in (b" ", b"\t"))
         texts = [raw.decode("utf-8", "replace").rstrip("\r") for raw in lines]
         width = terminal_width(texts)
         if width:
@@ -246,7 +247,7 @@ class LogAnalyzer:
         learner = self._learners.get(file)
         if learner is None:
             learner = self._learners[file] = prefixes.PrefixLearner()
-        msg, cut = learner.strip(pre.message)
+        msg, cut = learner.strip(pre.message, text[:1] in (" ", "\t"))
         if cut:
             again = prefixes.split_prefix(msg)
             pre = prefixes.Prefix(pre.rank if pre.rank is not None else again.rank, pre.host or again.host,
@@ -403,6 +404,8 @@ class LogAnalyzer:
                 return 1  # the table goes on: the next line too (its rows carry no keyword)
             del self._tables[file]
         rec = progress_of(msg)
+        if rec is None:
+            rec = header_of(msg)  # a counter-only line: the record's fields follow on lines of their own
         unplaced = False
         if rec is not None and not rec.get("open") and not self._joiner.pending(file):
             self._redraw(rec, file, lineno, pre.rank, ts)

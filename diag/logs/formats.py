@@ -88,6 +88,12 @@ FIELD = re.compile(
 # plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
 # several times cheaper than the general FIELD alternation
 _KV = re.compile(r"(?<![\w/.-])([A-Za-z_][\w/.-]*)=\[?(" + NUM + r")(ms|s|GiB|GB|MiB|MB|%)?(?![\w.])")
+#: a metric name under a namespace ("actor/grad_norm", "optim/total_grad_norm", "throughput/device/tokens_per_second":
+#: wandb-style names that verl, OLMo and Composer print): read by its last component, or that component's tail
+#: after an underscore ("total_grad_norm" is of the grad-norm family), unless a component names an evaluation
+_NS_FIELD = re.compile(r"(?<![\w/.-])(?P<ns>[A-Za-z_][\w.-]*(?:/[\w.-]+)*)/(?P<key>[A-Za-z_][\w.-]*)['\"]?\s*[:=]\s*"
+                       r"(?:\[|(?P<q>['\"]))?(?P<val>" + NUM + r")(?(q)(?P=q))(?![\w.])")
+_NS_SKIP = frozenset({"val", "valid", "validation", "eval", "test", "dev", "timing", "timing_s", "time", "perf_time"})
 _EVAL_LINE = re.compile(r"\s*step \d+: train loss [^,]+, val loss")
 _MEGATRON = re.compile(r"(?<![\w])iteration\s+(?P<it>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 # litgpt: "iter 12 step 3: loss 9.1, ..." (older), "iter 339 step 339 | loss train: 14.500, val: n/a | ..." (newer)
@@ -98,6 +104,9 @@ _PIPE_FIELD = re.compile(r"\|\s*(?P<key>[^|:]+?)\s*:?\s+(?P<val>" + NUM + r")\s*
 #: a bare "N/M" counter ("Epoch 0, batch 20/100 | loss ...", "| epoch 001:  100 / 1505 loss=..."): not part of a
 #: date, a path or a ratio inside a word
 _COUNT_OF = re.compile(r"(?<![\w./:-])(?P<it>\d+)\s*/\s*(?P<n>\d+)(?![\w./:-])")
+#: a batch counter: spaced ("Epoch 11, batch 1200, loss[...]": icefall, many custom loops) or with its total
+#: ("batch: 20/100"); a "batch: 8" or "batch=8" alone is as often the batch size, and is not read
+_BATCH_COUNT = re.compile(r"(?<![\w/.-])[Bb]atch(?:\s+|\s*[:=]\s*(?=\d+\s*/\s*\d))(?P<it>\d+)(?![\w.])")
 #: a per-epoch bar: tqdm's "Epoch 1:  12%|█▏   | 12/100 [...]" and rich's "Epoch 1/4 ━━━━╸━━━ 12/100 0:00:01 • ..."
 _EPOCH_STEP = re.compile(r"Epoch (?P<ep>\d+)(?:/\d+)?:?\s+(?:\d+%\|.*?\|\s*|[━╸╺╾╼─ ]+)(?P<it>\d+)/(?P<n>\d+)")
 #: MetricLogger (LLaMA-Accessory, DETR, timm): "Epoch: [2]  [1000/1504]  lr: ...  closs: 0.92 (0.90)";
@@ -196,6 +205,8 @@ def parse_progress(msg: str) -> dict | None:
             continue
         rec[canon] = v
     _average_if_alone(rec)
+    if "/" in msg:
+        _namespaced(msg, rec)
     if "loss" not in rec and "val_loss" not in rec and rec:
         _loss_by_family(msg, rec)
     if "loss" not in rec and "val_loss" not in rec:
@@ -221,6 +232,8 @@ def parse_progress(msg: str) -> dict | None:
         elif "|" in msg and (tq := _BAR_STEP.search(msg)):
             rec["iter"] = int(tq["it"])
             rec["bar"] = True
+        elif ("batch" in msg or "Batch" in msg) and (bt := _BATCH_COUNT.search(msg)):
+            rec["iter"] = int(bt["it"])
         elif "/" in msg:
             # of several counts ("Train: 1/3 ( 33%) [ 49/323 ( 15%)]": epoch and batch), the innermost loop's:
             # the one with the largest total
@@ -306,6 +319,55 @@ def bar_reader(seg: str, rec: dict):
     return head, fields, bool(lead)
 
 
+_COUNTER = (r"(?P<{0}>step|steps|iter|iteration|global[_ ]step|batch|epoch)\s*[:=#]?\s*(?P<{1}>\d{{1,3}}(?:,\d{{3}})+|\d+)"
+            r"(?:\s*/\s*(?:\d{{1,3}}(?:,\d{{3}})+|\d+))?")
+#: a line that is only a record's counter(s): Composer's "[batch=12/100]:" (older: "[epoch=1][batch=12/100]:"),
+#: OLMo's "[step=10/739328,epoch=0]", "=== Step 10 ===": the record's fields follow on lines of their own
+_HEADER = re.compile(r"[\s\[(<=#*-]*" + _COUNTER.format("a", "an") + r"(?:[\s\])>,;|]*[\[(<]?\s*" + _COUNTER.format("b", "bn")
+                     + r")?[\s\])>=#*:-]*", re.IGNORECASE)
+#: one "name: number" / "name=number" piece of such a record, alone on its line ("\t Train loss/train/total: 3.2",
+#: "    train/CrossEntropyLoss=7.1")
+_PIECE = re.compile(r"\s*[A-Za-z_][\w /().%-]{0,80}?\s*[:=]\s*['\"]?" + NUM + r"['\"]?\s*(?:[A-Za-z%/]{1,8})?\s*,?\s*")
+
+
+def counter_header(msg: str) -> dict | None:
+    """The open record a counter-only line starts (``{"step": 12, "open": True, "format": "header"}``), or None.
+    An epoch alone is no record's header (an epoch's many records follow it)."""
+    if len(msg) > 96:
+        return None
+    m = _HEADER.fullmatch(msg)
+    if m is None:
+        return None
+    rec: dict = {}
+    for name, n in ((m["a"], m["an"]), (m["b"], m["bn"])):
+        if name is None:
+            continue
+        key = name.lower().replace(" ", "_")
+        canon = "epoch" if key == "epoch" else "iter" if key.startswith("iter") else "step"
+        rec.setdefault(canon, int(n.replace(",", "")))
+    if "step" not in rec and "iter" not in rec:
+        return None
+    rec.update(open=True, format="header")
+    return rec
+
+
+def header_piece(msg: str) -> dict | None:
+    """The fields of one line of a header record (:func:`counter_header`): ``{}`` for a piece whose name the
+    vocabulary does not know (the record goes on), None for a line that is no such piece (the record ends)."""
+    if _PIECE.fullmatch(msg) is None:
+        return None
+    rec = fields_of(msg)
+    if "/" in msg:
+        _namespaced(msg, rec)
+    if "loss" not in rec and "val_loss" not in rec:
+        f = FIELD.fullmatch(msg.strip().rstrip(","))
+        if f is None:
+            _loss_by_family(msg, rec)
+    for k in ("step", "iter", "epoch"):
+        rec.pop(k, None)
+    return rec
+
+
 def fields_of(msg: str) -> dict:
     """The metric fields of a piece of a record that has no counter of its own (the lines a record split
     over several lines goes on with: ``lm loss: 6.9E-01 | loss scale: 1.0 |``, ``grad norm: 0.7 | ...``)."""
@@ -325,6 +387,37 @@ def fields_of(msg: str) -> dict:
             canon, v = _unit_scale(canon, f["unit"] or "", v)
             rec.setdefault(canon, v)
     return rec
+
+
+def ns_family(ns: str, key: str) -> str | None:
+    """The canonical field of a namespaced metric name (``ns/key``), or None: the key's own spelling, else the
+    longest underscore-separated tail of it that the vocabulary spells; none under an evaluation's namespace,
+    and never a counter (a namespaced "step" is a time or a rate: ``timing_s/step``)."""
+    if any(w in _NS_SKIP for w in ns.lower().split("/")):
+        return None
+    key = key.lower()
+    canon = ALIASES.get(key)
+    if canon is None:
+        parts = key.split("_")
+        for i in range(1, len(parts)):
+            canon = ALIASES.get("_".join(parts[i:]))
+            if canon is not None:
+                break
+    if canon in (None, "step", "iter", "epoch", "loss", "val_loss"):
+        return None  # a namespaced loss is the loss family's (_loss_by_family): several may be printed
+    return canon
+
+
+def _namespaced(msg: str, rec: dict) -> None:
+    """The fields of a record printed under namespaces (``actor/grad_norm:0.5``), where the plain readers did
+    not set them."""
+    for f in _NS_FIELD.finditer(msg):
+        canon = ns_family(f["ns"], f["key"])
+        if canon is None or canon in rec:
+            continue
+        v = to_float(f["val"])
+        if v is not None:
+            rec[canon] = v
 
 
 def _loss_by_family(msg: str, rec: dict) -> None:

@@ -109,9 +109,12 @@ def split_prefix(line: str) -> Prefix:
 #: ``<stdout>``), a container runtime's stream (``stdout F``), or a name with a digit or a dot
 #: (``job.node-3``, ``pod-7f9c``, ``10.0.0.3``), optionally followed by docker compose's `` | ``; never a
 #: quoted or braced value, an exception name or a plain word
-_TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?"
-                  r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?: +\| ?| +)")
+_TAG = re.compile(r"(?:\[[^\]\s]{1,48}\]|<[^>\s]{1,48}>|(?:stdout|stderr)(?: [PF])?|(?:DEBUG|INFO|WARNING|WARN|NOTICE)"
+                  r"|(?=[\w.@/:-]*[A-Za-z])(?=[\w.@/:-]*[\d.])[\w.@/:-]{2,64}):?(?:[ \t]+\|[ \t]?|[ \t]+)")
 _NOT_TAG = re.compile(r"(?:Error|Exception|Warning|Interrupt)\b|^(?:File|line|http)"
+                      # a progress counter ("step:12", "[iter=3/100]", "global_step:7") is the record's data: every
+                      # line starts with it, yet it is no prefix (stripped, the record loses its step)
+                      r"|^[\[(<]?(?i:step|steps|iter|iteration|global_step|batch|epoch)[:=#]?\d"
                       # Python logging's default "LEVEL:logger.name:message": the token ends inside the message
                       r"|^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _DIGITS = re.compile(r"\d+")
@@ -146,10 +149,14 @@ class PrefixLearner:
             out.append((_DIGITS.sub("#", msg[:pos].rstrip()), pos))
         return out
 
-    def strip(self, msg: str) -> tuple[str, bool]:
-        """``msg`` without its learned prefix (and whether one was removed); learns as it goes."""
+    def strip(self, msg: str, indented: bool = False) -> tuple[str, bool]:
+        """``msg`` without its learned prefix (and whether one was removed); learns as it goes. ``indented``: the
+        physical line began with white space (split_prefix strips it from ``msg``)."""
         heads = self.heads(msg) if msg[:1] not in "{'\" " else []
-        self.seen += 1
+        if not indented:
+            # an indented line goes on the record above it (its fields, a traceback's frames): no line of its own
+            # to carry a prefix, so it does not count against a prefix's share
+            self.seen += 1
         for shape, _end in heads:
             n = self.counts[shape] = self.counts.get(shape, 0) + 1
             if n >= self.MIN_LINES and n >= self.SHARE * self.seen:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from llmdiag.logs import prefixes, signatures
-from llmdiag.logs.formats import fields_of, parse_progress
+from llmdiag.logs.formats import counter_header, fields_of, header_piece, parse_progress
 from llmdiag.logs.unwrap import needs_continuation
 
 
@@ -59,6 +59,14 @@ def read_line(text: str, file_rank: int | None):
 
 #: lines a record split over several lines may span (its pieces without a counter of their own)
 JOIN_SPAN = 6
+#: lines a header record's pieces may span (Composer prints some 30 metrics under its "[batch=N/M]:")
+HEADER_SPAN = 200
+
+
+def header_of(msg: str) -> dict | None:
+    """The open record a counter-only line starts (formats.counter_header), behind a cheap gate."""
+    return counter_header(msg) if len(msg) <= 96 and ("tep" in msg or "ter" in msg or "atch" in msg
+                                                      or "TEP" in msg or "TER" in msg) else None
 
 
 class RecordJoiner:
@@ -73,6 +81,19 @@ class RecordJoiner:
     def feed(self, file: str, lineno: int, msg: str, rec: dict | None, rank, ts) -> list[tuple]:
         out: list[tuple] = []
         cur = self._open.get(file)
+        if cur is not None and cur[0].get("format") == "header":
+            # a header record goes on over its "name: value" lines; a line of any other shape ends it
+            own = rec is not None and ("step" in rec or "iter" in rec)  # a record of its own, or the next header
+            piece = header_piece(msg) if not own and lineno - cur[4] <= HEADER_SPAN else None
+            if piece is not None:
+                for k, v in piece.items():
+                    cur[0].setdefault(k, v)
+                cur[4] = lineno
+                return out
+            done = self._close(file)
+            if done is not None:
+                out.append(done)
+            cur = None
         if cur is not None:
             piece = None
             if lineno - cur[4] <= JOIN_SPAN and (rec is None or ("step" not in rec and "iter" not in rec)):
@@ -96,11 +117,17 @@ class RecordJoiner:
     def pending(self, file: str) -> bool:
         return file in self._open
 
-    def _close(self, file: str) -> tuple:
+    def _close(self, file: str) -> tuple | None:
+        """The record open in ``file``, complete; None for a header record whose lines gave no loss (a
+        counter-only line above other output)."""
         rec, line, rank, ts, _ = self._open.pop(file)
         rec.pop("open", None)
+        if rec.get("format") == "header" and "loss" not in rec and "val_loss" not in rec:
+            return None
+        if rec.get("format") == "header" and "val_loss" in rec and "loss" not in rec:
+            rec["eval"] = True
         return rec, line, rank, ts
 
     def close_all(self) -> list[tuple]:
         """``(file, (record, line, rank, ts))`` of every record still open (the end of the input)."""
-        return [(f, self._close(f)) for f in list(self._open)]
+        return [(f, got) for f in list(self._open) if (got := self._close(f)) is not None]

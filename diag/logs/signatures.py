@@ -711,7 +711,9 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument",
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
-       "loss", "Loss", "LOSS", "iteration"]))
+       "loss", "Loss", "LOSS", "iteration",
+       # a record's counter alone on a line, its fields below it (Composer's "[batch=12/100]:", OLMo's "[step=10/..]")
+       "[batch=", "[step=", "[iter=", "[global_step=", "=== Step ", "=== step "]))
 #: Prefilter patterns that are not literals: NCCL return-code chains after a source line ("socket.cc:47
 #: -> 3"), not a ring or channel of NCCL INFO ("-> 1[1] via", NCCL 2.4's "Ring 00 : 43 -> 44 [receive]":
 #: every such line a candidate cost ~50 us in Python, 0.003x grep on a log of them)
