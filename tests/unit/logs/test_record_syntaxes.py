@@ -188,3 +188,11 @@ def test_a_bar_line_read_at_once_equals_redraw_by_redraw(tmp_path, monkeypatch):
     nan = next(f for f in fast["findings"] if f["kind"] == "nan_loss")
     assert nan["step"] == 250 and nan["facts"]["last_finite_step"] == 249
     assert fast["steps_total"] == 600 and fast["metrics"]["last_step"] == 600
+
+
+def test_a_spaced_batch_is_the_counter_and_a_batch_size_is_not():
+    rec = parse_progress("INFO [train.py:529] (0/2) Epoch 11, batch 1200, loss[ctc_loss=0.1767, att_loss=0.3112, "
+                         "loss=0.2843, over 2450.00 frames.], tot_loss[loss=0.2542, over 465668.99 frames.], batch size: 7")
+    assert (rec["iter"], rec["loss"]) == (1200, 0.2843)  # not "(0/2)", the rank of two
+    assert parse_progress("Epoch 1 batch: 20/100 loss: 2.3")["iter"] == 20
+    assert "iter" not in parse_progress("batch: 8 loss: 2.3")  # a batch size
