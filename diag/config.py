@@ -454,7 +454,8 @@ class DcgmSettings:
 class ProbeSettings:
     skip: list[str] = setting([], "probes not to run")
     only: list[str] = setting([], "run only these probes")
-    timeout_s: float | None = setting(None, "override every probe's own deadline", min=0.1, max=3600)
+    timeout_s: float | None = setting(None, "deadline of every probe, in seconds, over each probe's own (a cluster "
+                                      "run's steps are bounded by it too)", min=0.1, max=3600, flag=("--timeout",))
 
 
 def markdown_reference() -> str:

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from llmdiag.cliutil import (config_option, emit_doc, FiniteFloatRange, guard_outputs, output_options, setting_flags,
+from llmdiag.cliutil import (config_option, emit_doc, guard_outputs, output_options, setting_flags,
                              setting_option)
-from llmdiag.config import ClusterSettings, NetworkSettings
+from llmdiag.config import ClusterSettings, NetworkSettings, ProbeSettings
 from llmdiag.errors import UsageError
 from llmdiag.exitcodes import ExitCode
 
@@ -110,8 +110,7 @@ def cluster_options(fn):
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
 @click.option("--list-probes", is_flag=True, help="List the available probes and exit.")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
-@click.option("--timeout", "timeout_s", type=FiniteFloatRange(0.1, 3600), default=None,
-              help="Deadline of every probe, in seconds (default: each probe's own).")
+@setting_option(ProbeSettings, "timeout_s")
 @setting_option(ClusterSettings, "gpus_per_node")
 @setting_option(NetworkSettings, "port_range")
 @setting_option(NetworkSettings, "interfaces", multiple=True)
@@ -151,7 +150,8 @@ def preflight(config_path, only, skip, list_probes, strict, timeout_s, gpus_per_
     overrides = {
         **setting_flags(),
         ("filesystem", "paths"): _path_items(paths, shared_paths),
-        ("cluster", "timeout_s"): timeout_s,  # --timeout bounds every probe too (below)
+        # --timeout bounds the cluster's steps too (their bound's floor is 1 s), and every probe (below)
+        ("cluster", "timeout_s"): None if timeout_s is None else max(1.0, timeout_s),
     }
     config = config.with_overrides(overrides)
     probes, load_errors = all_probes()

@@ -270,3 +270,17 @@ def test_train_help_shows_every_flag_with_help_and_defaults():
         assert p.help, f"train {p.opts[0]} has no help"
         assert p.opts[0] in r.output
     assert "[default: 50; x>=1]" in " ".join(r.output.split())  # --steps
+
+
+def test_preflight_timeout_is_the_probes_setting_and_takes_a_fraction_of_a_second(tmp_path):
+    """--timeout is [probes] timeout_s (one declaration: its range and help); under 1 s it still bounds the
+    probes, and the cluster steps' bound keeps its floor of 1 s instead of refusing the run."""
+    res = run("preflight", "--timeout", "0.5", "--probe", "system", "-f", "json")
+    assert res.returncode in (0, 1), res.stderr
+    assert '"status"' in res.stdout
+    res = run("preflight", "--timeout", "0.01")
+    assert res.returncode == 2 and "0.1" in res.stderr
+    cfg = tmp_path / "llmdiag.toml"
+    cfg.write_text("[probes]\ntimeout_s = 0.01\n")
+    res = run("preflight", "-c", str(cfg), "--probe", "system")
+    assert res.returncode == 2 and "timeout_s" in res.stderr, res.stderr
