@@ -43,6 +43,7 @@ class NetworkProbe(BaseProbe):
         yield from self.expected(ctx, ifaces)
         yield from self.mtu(ctx, ifaces, nccl.names)
         yield self.route(ctx, nccl.names)
+        yield self.own_name(ctx, ifaces)
 
     # -- facts ---------------------------------------------------------------------------
     def interfaces(self, ctx) -> dict[str, dict[str, Any]]:
@@ -199,6 +200,57 @@ class NetworkProbe(BaseProbe):
                              f"{','.join(selected)}", evidence=ev, data=data, runbook="nic-selection",
                              remediation=f"Make them agree: NCCL_SOCKET_IFNAME={dev} (or route {ip} via the NCCL NIC).")
         return self.ok(ctx, "master_route", f"the route to MASTER_ADDR {ip} leaves by {dev}", evidence=ev, data=data)
+
+    def own_name(self, ctx, ifaces):
+        """What this node's own host name resolves to: without GLOO_SOCKET_IFNAME, gloo (torch's CPU collectives,
+        and the store's peers through it) binds and advertises that address. A name mapped to a loopback address
+        (Debian's ``127.0.1.1 HOST`` line in /etc/hosts) or not resolvable at all (gloo then falls back to the
+        loopback) makes every peer on another node dial itself; an address no interface here holds fails the bind."""
+        name = socket.gethostname()
+        nnodes = ctx.launcher.nnodes or ctx.config.get("cluster", "nodes") or 1
+        gloo_if = ctx.env.get("GLOO_SOCKET_IFNAME")
+        ev = [("hostname", name, None, ""), ("nnodes", str(nnodes), None, ""),
+              ("GLOO_SOCKET_IFNAME", gloo_if or "unset", None, "")]
+        if gloo_if:
+            return self.ok(ctx, "hostname", f"gloo binds GLOO_SOCKET_IFNAME={gloo_if}; the host name {name} is not "
+                           "used to choose its address", evidence=ev)
+        fix = ("Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface the nodes reach each other on, or map "
+               f"{name} to this node's address in /etc/hosts (not to 127.0.1.1).")
+        try:
+            infos = call_bounded(socket.getaddrinfo, ctx.deadline.bound(2.0), name, None, 0, socket.SOCK_STREAM)
+            addrs = list(dict.fromkeys(i[4][0].split("%")[0] for i in infos))
+        except (Hung, OSError) as exc:
+            addrs, why = [], f"does not resolve ({exc})"
+        else:
+            why = ""
+        ev.append(("resolves_to", ",".join(addrs) or "-", None, ""))
+        data = {"hostname": name, "hostname_addresses": addrs}
+        local = {a: n for n, i in ifaces.items() for a in i["addresses"]}
+        routable = [a for a in addrs if not ipaddress.ip_address(a).is_loopback]
+        if addrs and not routable:
+            why = f"resolves only to the loopback ({', '.join(addrs)})"
+        if why and not addrs and nnodes > 1:
+            # gloo only warns here ("Unable to resolve hostname ... Using the loopback address as fallback"), and a
+            # job whose collectives are all NCCL never asks: a warning, where a name mapped to the loopback is a fault
+            return self.warn(ctx, "hostname", f"the host name {name} {why}: a gloo group (CPU collectives, a gloo "
+                             f"backend) falls back to the loopback, which peers on the other {nnodes - 1} node(s) "
+                             "cannot reach", evidence=ev, data=data, runbook="hostname-loopback", remediation=fix)
+        if why:
+            msg = f"the host name {name} {why}: gloo binds the loopback"
+            if nnodes > 1:
+                return self.fail(ctx, "hostname", msg + f", and peers on the other {nnodes - 1} node(s) cannot reach "
+                                 "this node (connection refused or a hang at the first collective)", evidence=ev,
+                                 data=data, runbook="hostname-loopback", remediation=fix)
+            return self.ok(ctx, "hostname", msg + "; fine on one node, a multi-node job needs GLOO_SOCKET_IFNAME",
+                           evidence=ev, data=data)
+        foreign = [a for a in routable if a not in local]
+        if len(foreign) == len(routable):
+            return self.fail(ctx, "hostname", f"the host name {name} resolves to {', '.join(routable)}, which no "
+                             "interface of this node holds: gloo cannot bind it (a stale /etc/hosts or DNS entry)",
+                             evidence=ev, data=data, runbook="hostname-loopback", remediation=fix)
+        dev = local[next(a for a in routable if a in local)]
+        return self.ok(ctx, "hostname", f"the host name {name} resolves to {', '.join(routable)} (on {dev}): gloo "
+                       "binds that interface", evidence=ev, data={**data, "hostname_dev": dev})
 
     def _route_dev(self, ctx, ip: str) -> tuple[str | None, str]:
         res = ctx.run(["ip", "-j", "route", "get", ip], timeout=2.0)

@@ -46,7 +46,7 @@ class Run:
         self.start = time.monotonic()
         self.procs = {}
         for k in (range(n) if ranks is None else ranks):
-            e = cli_env(GLOO_SOCKET_IFNAME="eth0", **((env or {}).get(k, {})))
+            e = cli_env(**{"GLOO_SOCKET_IFNAME": "eth0", **((env or {}).get(k, {}))})
             self.procs[k] = tb.popen(k, agent_argv(tb, k, n, config, *args, timeout=timeout if probe_timeout else None,
                                                             probes=probes), env=e,
                                      binds=(binds or {}).get(k), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

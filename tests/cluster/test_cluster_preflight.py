@@ -183,3 +183,27 @@ def test_process_group_service_runs_group_probes_across_nodes(tmp_path):
     # CPU hosts: the group is gloo, and the report says why (not what an NCCL job would measure)
     pg = [r for r in doc["results"] if r["probe"] == "cluster" and r["check"] == "process-group"]
     assert len(pg) == 3 and all("measure gloo" in r["summary"] and "no node has a GPU" in r["summary"] for r in pg)
+
+
+def test_a_host_name_mapped_to_the_loopback_fails_on_its_node_only(tmp_path):
+    """Debian's ``127.0.1.1 HOST`` line on one node: without GLOO_SOCKET_IFNAME gloo binds and advertises the
+    loopback there, and the other nodes dial themselves. node-1's /etc/hosts maps its name to 127.0.1.1; node-2's
+    maps its name to its own eth0 address (no GLOO_SOCKET_IFNAME either: fine); node-0 sets GLOO_SOCKET_IFNAME."""
+    cfg = write_config(tmp_path)
+    with Testbed(3) as tb:
+        hosts = {}
+        for k, addr in ((1, "127.0.1.1"), (2, tb.addr(2))):
+            f = tmp_path / f"hosts{k}"
+            f.write_text(f"127.0.0.1 localhost\n{addr} {tb.hostname(k)}\n")
+            hosts[k] = {"/etc/hosts": str(f)}
+        run = Run(tb, 3, cfg, binds=hosts, env={1: {"GLOO_SOCKET_IFNAME": ""}, 2: {"GLOO_SOCKET_IFNAME": ""}},
+                  probes=("network",), timeout=30)
+        doc = run.finish()
+    checks = {r["node"]: r for r in doc["results"] if r["probe"] == "network" and r["check"] == "hostname"}
+    assert set(checks) == {"node-0", "node-1", "node-2"}, checks
+    assert checks["node-1"]["status"] == "fail" and "127.0.1.1" in checks["node-1"]["summary"], checks
+    assert checks["node-1"]["runbook"] == "hostname-loopback"
+    assert checks["node-2"]["status"] == "pass" and tb.addr(2) in checks["node-2"]["summary"], checks["node-2"]
+    assert checks["node-0"]["status"] == "pass" and "GLOO_SOCKET_IFNAME=eth0" in checks["node-0"]["summary"]
+    assert {n for n, _, _ in failing(doc)} == {"node-1"}, failing(doc)
+    _runbooks_exist(doc)
