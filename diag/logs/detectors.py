@@ -18,8 +18,8 @@ from collections import deque
 
 import numpy as np
 
-from llmdiag.logs.window import (MedianSketch, finding, opt, place, place_at, pos_key, robust, rolling, where, xs,
-                                 xval)
+from llmdiag.logs.window import (NOISE_HISTORY, MedianSketch, finding, opt, place, place_at, pos_key, robust, rolling,
+                                 step_noise, where, xs, xval)
 from llmdiag.logs.window import fmt as _fmt
 
 
@@ -94,7 +94,8 @@ class NanDetector:
 
 
 class LossSpikeDetector:
-    """loss > median + max(k·robust σ, min_rel·|median|, min_abs) of the last ``window`` losses.
+    """loss > median + max(k·σ, min_rel·|median|, min_abs), the median of the last ``window`` losses and σ the
+    larger of their robust spread and the run's record-to-record noise (window.step_noise, over a longer history).
 
     Spike values do not enter the baseline; a spike lasts while the loss stays above half
     the threshold's margin, and has recovered when a lower loss follows.
@@ -103,6 +104,7 @@ class LossSpikeDetector:
     def __init__(self, s) -> None:
         self.s = s
         self.window: deque[float] = deque(maxlen=s.window)
+        self.history: deque[float] = deque(maxlen=NOISE_HISTORY)
         self.n_window = 0
         self.prev: tuple[float, float | None] | None = None  # (loss, loss scale) of the previous point
         self.open: dict | None = None
@@ -124,6 +126,7 @@ class LossSpikeDetector:
             start = int(flag[0]) if len(flag) else len(v)
             if start:
                 self.window.extend(v[:start].tolist())
+                self.history.extend(v[max(0, start - NOISE_HISTORY):start].tolist())
                 self.n_window += start
                 j = int(rows[start - 1])
                 self.prev = (float(v[start - 1]), opt(b["loss_scale"][j]))
@@ -147,12 +150,15 @@ class LossSpikeDetector:
             med, sigma = robust(list(self.window))
             thr = med + max(s.spike_spread_k * sigma, s.spike_min_rel * abs(med), s.spike_min_abs)
             if v > thr:
+                thr = max(thr, med + step_noise(self.history, med, s.spike_spread_k))
+            if v > thr:
                 self.open = {"at": where(b, i, files), "med": med, "half": med + (thr - med) / 2, "vm": v,
                              "km": xval(b, i), "before": self.prev,
                              "scales": [scale] if scale is not None else []}
                 self.prev = (v, scale)
                 return
         self.window.append(v)
+        self.history.append(v)
         self.n_window += 1
         self.prev = (v, scale)
 

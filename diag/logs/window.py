@@ -104,6 +104,25 @@ def robust(values: list[float]) -> tuple[float, float]:
     return med, 1.4826 * mad
 
 
+#: losses the run's noise is measured over (longer than the baseline window: 20 values give a MAD that is
+#: often a third too small, and a 6-sigma rule on it fires on an ordinary hard batch of a noisy run)
+NOISE_HISTORY = 500
+
+
+def step_noise(history, med: float, k: float = 1.0) -> float:
+    """How far above ``med`` the loss may go by the run's record-to-record noise: ``k`` sigmas of the robust spread
+    of first differences over the last NOISE_HISTORY losses (a difference removes the trend of a falling curve; one
+    difference carries two records' noise, hence / sqrt 2). In log space when every loss is positive, a loss's noise
+    being a share of its level: ``med·(exp(k·σ) − 1)``; else in the loss's units. 0 with fewer than 10 differences."""
+    h = np.asarray(history, dtype=float)[-NOISE_HISTORY:]
+    if len(h) < 11:
+        return 0.0
+    rel = bool(np.all(h > 0)) and med > 0
+    d = np.diff(np.log(h) if rel else h)
+    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+    return med * math.expm1(k * sigma) if rel else k * sigma
+
+
 class MedianSketch:
     """Exact median up to CAP values, then over every 2nd, 4th, ... value."""
 

@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Sequence
 
 from llmdiag.logs.config import Settings
+from llmdiag.logs.window import step_noise
 
 #: float columns of the table (NaN = not printed)
 FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",
@@ -140,7 +141,8 @@ def loss_spikes(t: StepTable, idx: Sequence[int], s: Settings) -> list[dict]:
         k, v = pts[i]
         if len(window) >= 3:
             med, sigma = _robust(window[-s.window:])
-            thr = med + max(s.spike_spread_k * sigma, s.spike_min_rel * abs(med), s.spike_min_abs)
+            thr = med + max(s.spike_spread_k * sigma, s.spike_min_rel * abs(med), s.spike_min_abs,
+                            step_noise(window, med, s.spike_spread_k))
             if v > thr:
                 j = i
                 while j + 1 < len(pts) and pts[j + 1][1] > med + (thr - med) / 2:
