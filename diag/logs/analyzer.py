@@ -66,6 +66,14 @@ _LIBRARY_FILE = re.compile(r"(?:site|dist)-packages/|/lib/python\d[\d.]*/|^<")
 _CALL = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
 #: lines a traceback is read for its frames before it is given up (a cut excerpt, interleaved output)
 _TRACEBACK_SPAN = 400
+#: a traceback through the DataLoader's wait for a worker's batch whose innermost frame is that handoff (the
+#: DataLoader, the queue, the fd sharing of torch's reductions and multiprocessing): the worker died mid-handoff
+_DATALOADER_FILE = "torch/utils/data/dataloader.py"
+_HANDOFF_FILE = re.compile(r"torch/utils/data/dataloader\.py$|torch/multiprocessing/reductions\.py$"
+                           r"|multiprocessing/(?:resource_sharer|connection|queues|reduction)\.py$")
+#: the exceptions such a handoff ends in when the worker is gone (its socket closed, its queue end broken)
+_HANDOFF_ERRORS = frozenset({"ConnectionResetError", "ConnectionRefusedError", "EOFError", "BrokenPipeError",
+                             "FileNotFoundError", "ConnectionAbortedError"})
 _BLOCK_ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
 _BLOCK_ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
 
@@ -175,6 +183,8 @@ class LogAnalyzer:
         self._frames: dict[tuple[str, int | None], list] = {}
         #: the failing call of each (file, rank)'s last traceback, for the exception line that ends it
         self._failing_call: dict[tuple[str, int | None], str] = {}
+        #: per (file, rank): a traceback that ended in the DataLoader's handoff (its first line, innermost file)
+        self._handoff: dict[tuple[str, int | None], tuple[int, str]] = {}
         #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
         self._ignored: dict[tuple[str, int | None], list[int]] = {}
         self._seen_keys: dict[int | None, set] = {}
@@ -370,6 +380,8 @@ class LogAnalyzer:
         m = _FRAME.match(msg)
         if m:
             tb[1] = "lib" if _LIBRARY_FILE.search(m[1]) else "user"
+            tb[3] = m[1]  # the innermost frame so far
+            tb[4] = tb[4] or m[1].endswith(_DATALOADER_FILE)
             return True
         if pending is not None and not _EXCEPTION_LINE.match(msg):
             if pending == "user":  # the frame's source line
@@ -383,7 +395,19 @@ class LogAnalyzer:
         del self._frames[key]
         if tb[2]:
             self._failing_call[key] = tb[2]
+        if tb[4] and tb[3] and _HANDOFF_FILE.search(tb[3]):
+            self._handoff[key] = (tb[0], tb[3])
         return False
+
+    def _worker_died_in_handoff(self, file: str, line: int, rank, host, ts, innermost: str, how: str) -> None:
+        """A rank whose traceback ends in the DataLoader's handoff of a worker's batch (``how``: the exception it
+        ended in, or that it was cut off): the worker died while handing the batch over, and no line says so
+        ("is killed by signal" comes from a check this path never reaches)."""
+        where = innermost.rsplit("/", 2)
+        self.events.append(Event("dataloader_worker_killed", file, line,
+                                 f"traceback through the DataLoader ending in {'/'.join(where[-2:])} ({how})", rank, host,
+                                 ts, {"evidence": f"the rank's traceback ends in the DataLoader's handoff of a worker's "
+                                      f"batch ({'/'.join(where[-2:])}): {how}"}))
 
     def _handle(self, file: str, lineno: int, pre: prefixes.Prefix) -> int:
         msg = pre.message
@@ -471,7 +495,7 @@ class LogAnalyzer:
                 continue
             if kind == "traceback":
                 self._in_traceback[(file, rank)] = lineno
-                self._frames[(file, pre.rank)] = [lineno, None, None]
+                self._frames[(file, pre.rank)] = [lineno, None, None, None, False]
                 want = max(want, 1)  # its frames carry no keyword
             if kind == "exception_ignored":
                 # Python printed an exception it ignored (a __del__ at shutdown): the next one is not an error
@@ -487,6 +511,9 @@ class LogAnalyzer:
                 call = self._failing_call.pop((file, pre.rank), None)
                 if call:
                     ev.facts["failing_call"] = call
+                handoff = self._handoff.pop((file, pre.rank), None)
+                if handoff and facts.get("exception_type", "").rsplit(".", 1)[-1] in _HANDOFF_ERRORS:
+                    self._worker_died_in_handoff(file, lineno, rank, host, ts, handoff[1], facts["exception_type"])
                 if start is not None:
                     ev.facts["traceback_line"] = start
             if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size", "nccl_version"):
@@ -806,6 +833,11 @@ class LogAnalyzer:
     def finish(self) -> None:
         self._redrawn = False  # what finish reads below is no bar's redraw
         self._flush_held()
+        for (file, rank), tb in list(self._frames.items()):
+            # a traceback cut off before its exception (the rank died printing it: "lost sys.stderr")
+            if tb[4] and tb[3] and _HANDOFF_FILE.search(tb[3]):
+                self._worker_died_in_handoff(file, tb[0], rank, None, None, tb[3], "cut off before its exception")
+        self._frames.clear()
         for file, (r, line, rank, t) in self._joiner.close_all():
             self._line_text = None
             self._record(r, file, line, rank, t)
