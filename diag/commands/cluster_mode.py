@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import click
@@ -89,6 +90,27 @@ def _exit(report: ClusterReport, strict: bool) -> None:
         raise SystemExit(ExitCode.CHECKS_FAILED)
 
 
+def _leave(report: ClusterReport, strict: bool) -> None:
+    """The agent's exit, once its report is out and its cleanups have run: without the interpreter's teardown.
+    The agent holds native threads it does not own the order of (the c10d store's server, a gloo group's workers,
+    a collective a cut group probe left running, a local probe past its deadline): torch's destructors met one of
+    them at exit and aborted ("terminate called without an active exception", exit -6 instead of the verdict)."""
+    try:
+        _exit(report, strict)
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    from llmdiag.util.procs import remove_private_tempdir
+
+    remove_private_tempdir()  # what the CLI's private_tempdir would have removed on the way out
+    os._exit(code)
+
+
 def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, width, no_color, save_baseline=None,
                    baseline=None, slurm_drain=False) -> None:
     """One agent; rank 0 prints the cluster report, other nodes their node report."""
@@ -119,7 +141,7 @@ def run_agent_mode(world, ctx, probes, load_errors, *, strict, fmt, output, widt
     if slurm_drain:
         mine = [r for n in report.nodes if n.node_rank == world.node_rank for r in n.results]
         drain_if_failed(mine, strict, ctx.env)
-    _exit(report, strict)
+    _leave(report, strict)
 
 
 def run_hostfile_mode(config, env, *, strict, master_addr, master_port, passthrough, fmt, output, width,

@@ -181,6 +181,10 @@ def run(args) -> None:
 
         code = run_worker(args)
         sys.stdout.flush()
+        sys.stderr.flush()
+        from llmdiag.util.procs import remove_private_tempdir
+
+        remove_private_tempdir()
         os._exit(code)  # skip interpreter teardown: a peer's dead socket must not hang the exit
     if args.threads is None:
         args.threads = max(1, (os.cpu_count() or 1) // args.nproc)

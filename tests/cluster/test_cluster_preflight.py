@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -190,6 +192,7 @@ def test_a_host_name_mapped_to_the_loopback_fails_on_its_node_only(tmp_path):
     loopback there, and the other nodes dial themselves. node-1's /etc/hosts maps its name to 127.0.1.1; node-2's
     maps its name to its own eth0 address (no GLOO_SOCKET_IFNAME either: fine); node-0 sets GLOO_SOCKET_IFNAME."""
     cfg = write_config(tmp_path)
+    before = set(Path(tempfile.gettempdir()).glob("llmdiag-*"))
     with Testbed(3) as tb:
         hosts = {}
         for k, addr in ((1, "127.0.1.1"), (2, tb.addr(2))):
@@ -207,3 +210,5 @@ def test_a_host_name_mapped_to_the_loopback_fails_on_its_node_only(tmp_path):
     assert checks["node-0"]["status"] == "pass" and "GLOO_SOCKET_IFNAME=eth0" in checks["node-0"]["summary"]
     assert {n for n, _, _ in failing(doc)} == {"node-1"}, failing(doc)
     _runbooks_exist(doc)
+    # the agents leave without the interpreter's teardown (cluster_mode._leave): their private temp dirs go too
+    assert set(Path(tempfile.gettempdir()).glob("llmdiag-*")) <= before
