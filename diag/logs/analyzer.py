@@ -183,6 +183,8 @@ class LogAnalyzer:
         self._frames: dict[tuple[str, int | None], list] = {}
         #: the failing call of each (file, rank)'s last traceback, for the exception line that ends it
         self._failing_call: dict[tuple[str, int | None], str] = {}
+        #: ranks whose own lines (a rank prefix on a line the reader handed over) are in the log
+        self.ranks_seen: set[int] = set()
         #: per (file, rank): a traceback that ended in the DataLoader's handoff (its first line, innermost file)
         self._handoff: dict[tuple[str, int | None], tuple[int, str]] = {}
         #: line numbers of "Exception ignored in: ..." reports whose exception has not come yet, per (file, rank)
@@ -261,7 +263,8 @@ class LogAnalyzer:
         if cut:
             again = prefixes.split_prefix(msg)
             pre = prefixes.Prefix(pre.rank if pre.rank is not None else again.rank, pre.host or again.host,
-                                  pre.ts if pre.ts is not None else again.ts, again.message)
+                                  pre.ts if pre.ts is not None else again.ts, again.message,
+                                  pre.clock if pre.clock is not None else again.clock)
         if _WIDE_GAP in pre.message:  # a terminal-wrapped line pasted back with its padding
             pre = pre._replace(message=_PADDING.sub("", pre.message))
         return pre
@@ -326,9 +329,11 @@ class LogAnalyzer:
             return 1
         pre = self.normalise(file, text)
         if pre.rank is None:
-            rank = self._rank_of_file(file)
+            rank = self.rank_of_file(file)
             if rank is not None:
                 pre = pre._replace(rank=rank)
+        else:
+            self.ranks_seen.add(pre.rank)  # a rank whose own line is in the log, whatever the line says
         want_more = 0
         if file in self._last_error:
             pre, want_more = self._last_error_text(file, lineno, pre)
@@ -484,7 +489,7 @@ class LogAnalyzer:
                 rank = facts.pop("rank", None)
             if rank is None and isinstance(facts.get("rank"), int):  # "Rank 11: found NaN ..." names its rank
                 rank = facts.pop("rank")
-            ev = Event(kind, file, lineno, msg.strip()[:500], rank, host, ts, facts)
+            ev = Event(kind, file, lineno, msg.strip()[:500], rank, host, ts, facts, clock=pre.clock)
             if kind == "child_failed":
                 if self._block is None:
                     self._block = _ChildFailedBlock(ev)
@@ -525,7 +530,7 @@ class LogAnalyzer:
             self.events.append(ev)
         return want
 
-    def _rank_of_file(self, file: str) -> int | None:
+    def rank_of_file(self, file: str) -> int | None:
         """The rank a file's name gives (``rank3.log``), for lines without a rank of their own."""
         rank = self._file_rank.get(file, -1)
         if rank == -1:
@@ -589,7 +594,7 @@ class LogAnalyzer:
         b["has_grad_norm"] = present["grad_norm"][idx].astype(np.int64) if "grad_norm" in present else 0 * b["line"]
         b["line"][:] = lineno
         b["file"][:] = self.table.file_id(file)
-        rank = self._rank_of_file(file)
+        rank = self.rank_of_file(file)
         if rank is not None:
             b["rank"][:] = rank
         self.lines_with_loss += len(idx)

@@ -160,10 +160,21 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
             pr = per_rank.setdefault(e.rank, {})
             for k, v in e.facts.items():
                 pr.setdefault(k, v)
-    rs = sorted(works + status, key=lambda e: e.line)
-    order = [e.rank for e in rs if e.rank is not None]
-    if order:
-        facts["first_reporting_rank"] = order[0]
+    # the first reporter by the clock where every report has a time; by position only within one file (line
+    # numbers of different files say nothing about which came first)
+    ranked = [e for e in works + status if e.rank is not None]
+    when = None
+    if ranked and all(e.ts is not None for e in ranked):
+        when = lambda e: e.ts  # noqa: E731
+    elif ranked and all(e.clock is not None for e in ranked):  # glog's time of day (torch's own C++ lines)
+        when = lambda e: e.clock  # noqa: E731
+    elif len({e.file for e in ranked}) == 1:
+        when = lambda e: 0.0  # noqa: E731 - one file: its lines' order
+    if when is not None:
+        earliest = min(when(e) for e in ranked)
+        tied = [e for e in ranked if when(e) == earliest]
+        if len({e.file for e in tied}) == 1:  # a tie across files (the same second in two files) names nobody
+            facts["first_reporting_rank"] = min(tied, key=lambda e: e.line).rank
     facts["ranks_reporting"] = reporting
     facts["reports"] = len(works)
     for src in works[1:] + status:
@@ -736,8 +747,9 @@ def stream_progress(last_key: dict, files: list[str], events: list[Event], world
 
 def _first_reporter(timeout: dict | None, findings: list[dict]) -> int | None:
     """The rank that reported a collective timeout first (its own report), else None."""
-    if timeout is not None and timeout["facts"].get("first_reporting_rank") is not None:
-        return timeout["facts"]["first_reporting_rank"]
+    if timeout is not None:
+        # None where the reports are in several files without times: which came first is not known
+        return timeout["facts"].get("first_reporting_rank")
     return next((f["rank"] for f in findings if f["kind"] in _TIMEOUT_KINDS and f["rank"] is not None), None)
 
 
@@ -755,6 +767,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
              if isinstance(r, int)}
     progress = stream_progress(t.last_key, t.files, an.events, an.extra.get("world_size"))
     seen |= set(progress)
+    # a rank's own lines, even ones no rule reads (a per-rank file with any line, a prefixed line): the log covers it
+    seen |= {r for r in an.ranks_seen if isinstance(r, int)}
+    seen |= {r for f in stats.files if stats.file_lines.get(f) and isinstance(r := an.rank_of_file(f), int)}
     findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": progress})
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)

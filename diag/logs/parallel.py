@@ -138,3 +138,4 @@ def merge(dst, src, offset: int, raw_path: str, path: str) -> None:
     dst.optimizer_step_lines += src.optimizer_step_lines
     for k, v in src.extra.items():
         dst.extra.setdefault(k, v)
+    dst.ranks_seen |= src.ranks_seen

@@ -28,7 +28,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("kernel", re.compile(r"\[\s*\d+\.\d+\]\s*")),
     # "Jun 10 10:00:00 host kernel: ", "... host python[1234]: ", "... host slurmstepd[88]: "
     ("syslog", re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) (?P<host>[\w.-]+) (?:[\w./-]+(?:\[\d+\])?: )?")),
-    ("glog", re.compile(r"\[?[IWEF](?:\d{4} \d{2}:\d{2}:\d{2}\.\d+)?(?: +\d+)? ?[\w.]+\.(?:cpp|cc|h|py):\d+\]\s*")),
+    ("glog", re.compile(r"\[?[IWEF](?:(?P<gmd>\d{4}) (?P<ghms>\d{2}:\d{2}:\d{2}\.\d+))?(?: +\d+)? ?[\w.]+\.(?:cpp|cc|h|py):\d+\]\s*")),
     ("pylog", re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*(?:\[[\w.]+:\d+:\w+\]\s*)?")),
     ("tag", re.compile(r"\[(?:titan|deepspeed|deepscale)\]\s+")),
     ("srun", re.compile(r"(?P<rank>\d{1,5}): ")),
@@ -43,6 +43,9 @@ class Prefix(NamedTuple):
     host: str | None
     ts: float | None
     message: str
+    #: a glog header's time of day, year unknown (seconds from Jan 1, 00:00 of an unknown year): orders lines
+    #: that carry one (a collective timeout's reports in per-rank files), never mixed with ``ts``
+    clock: float | None = None
 
 
 def parse_timestamp(m: re.Match[str]) -> float | None:
@@ -72,7 +75,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 def split_prefix(line: str) -> Prefix:
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    rank = host = ts = None
+    rank = host = ts = clock = None
     pos = 0
     n = len(line)
     while pos < n and line[pos] == " ":
@@ -98,11 +101,25 @@ def split_prefix(line: str) -> Prefix:
                 host = m["host"]
             elif name == "ts":
                 ts = parse_timestamp(m)
+            elif name == "glog" and m["gmd"]:
+                clock = _glog_clock(m["gmd"], m["ghms"])
             seen.add(name)
             pos = m.end()
             progressed = True
             break
-    return Prefix(rank, host, ts, line[pos:])
+    return Prefix(rank, host, ts, line[pos:], clock)
+
+
+def _glog_clock(mmdd: str, hms: str) -> float | None:
+    """``1204``, ``10:20:10.123456`` → seconds from Jan 1 (a leap year's calendar: Feb 29 has a place)."""
+    import datetime
+
+    try:
+        t = datetime.datetime(2000, int(mmdd[:2]), int(mmdd[2:]))
+        h, mi, sec = hms.split(":")
+    except ValueError:
+        return None
+    return (t - datetime.datetime(2000, 1, 1)).total_seconds() + int(h) * 3600 + int(mi) * 60 + float(sec)
 
 
 #: a token a launcher or log collector puts in front of every line: a bracketed tag (``[stderr]``,

@@ -45,6 +45,8 @@ class Event:
     facts: dict = dataclasses.field(default_factory=dict)
     #: an echo repeats or follows a root event (e.g. "taking the entire process down")
     echo: bool = False
+    #: a year-less time of day from a glog header (``E1204 10:20:10.123``): orders events that have no ``ts``
+    clock: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

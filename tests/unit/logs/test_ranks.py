@@ -280,3 +280,33 @@ def test_srun_task_number_is_the_rank_only_without_an_agent(tmp_path, agent, ran
     assert killed["rank"] == rank
     if rank is not None:
         assert doc["first_failing_rank"] == rank
+
+
+def _quiet_rank_files(tmp_path, seconds):
+    """Only rank 0 logs progress (the common case); ranks 0, 1, 3 report the timeout at ``seconds[r]``; rank 2's
+    file holds one line of its own and nothing after it."""
+    paths = []
+    for r in range(4):
+        lines = [f"[rank{r}]: initialized the process group"]
+        if r == 0:
+            lines += [f"step {s} | loss {3.0 - s * 0.01:.4f} | lr 1.0e-04" for s in range(1, 101)]
+        if r != 2:
+            lines.append(f"[rank{r}]:" + WATCHDOG.format(s=seconds[r], pid=1000 + r, r=r))
+        p = tmp_path / f"rank{r}.log"
+        p.write_text("\n".join(lines) + "\n")
+        paths.append(str(p))
+    return paths
+
+
+def test_a_rank_whose_file_says_nothing_of_the_timeout_is_the_suspect(tmp_path):
+    # rank 2's only line is read by no rule, yet its file is there: the log covers it, it never reported
+    doc = json.loads(_run(_quiet_rank_files(tmp_path, {0: 12, 1: 11, 3: 13}), "-f", "json").output)
+    assert doc["suspect_ranks"] == [2], doc["suspect_reason"]
+    assert doc["ranks_not_in_excerpt"] == []
+    assert doc["first_reporting_rank"] == 1  # by the glog headers' clock, not by line numbers of different files
+
+
+def test_reports_in_the_same_second_of_different_files_name_no_first_reporter(tmp_path):
+    doc = json.loads(_run(_quiet_rank_files(tmp_path, {0: 12, 1: 12, 3: 12}), "-f", "json").output)
+    assert doc["suspect_ranks"] == [2]
+    assert doc["first_reporting_rank"] is None
