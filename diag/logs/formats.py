@@ -115,6 +115,8 @@ _BRACKET_STEP = re.compile(r"\]\s*\[\s*(?P<it>\d+)/(?P<n>\d+)\]")
 #: any tqdm bar whose postfix carries the loss: "steps:   1%|▋   | 41/3280 [00:50<1:06:54,  1.24s/it, avr_loss=nan]"
 #: (the count is the bar's only when the loss is in the bar's own postfix, not in a dict printed after it)
 _BAR_STEP = re.compile(r"\|\s*(?P<it>\d+)/(?P<n>\d+)\s*\[\d[^\]{]*?loss")
+#: a tqdm bar without a total (an iterable of unknown length: NeMo 1.x, Lightning's "Epoch 0: : 10it [00:10, ...]")
+_BAR_COUNT = re.compile(r"(?<![\w.])(?P<it>\d+)it \[\d[^\]{]*?loss")
 
 
 def to_float(text: str) -> float | None:
@@ -232,6 +234,8 @@ def parse_progress(msg: str) -> dict | None:
         elif "|" in msg and (tq := _BAR_STEP.search(msg)):
             rec["iter"] = int(tq["it"])
             rec["bar"] = True
+        elif "it [" in msg and (tq := _BAR_COUNT.search(msg)):
+            rec["iter"] = int(tq["it"])
         elif ("batch" in msg or "Batch" in msg) and (bt := _BATCH_COUNT.search(msg)):
             rec["iter"] = int(bt["it"])
         elif "/" in msg:

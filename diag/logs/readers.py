@@ -228,8 +228,8 @@ def scan(path: str, prefilter: re.Pattern[bytes], consumer: Consumer, stats: Rea
         stats.last_line[path] = decode(last, path, base, stats)
 
 
-#: what a progress bar's redraw prints (tqdm's "12%|", rich's bar)
-BAR_MARKS = (b"%|", "━".encode())
+#: what a progress bar's redraw prints (tqdm's "12%|", rich's bar, tqdm's count without a total: "10it [00:10, ")
+BAR_MARKS = (b"%|", "━".encode(), b"it [")
 
 
 def _bar_line(buf: bytes, le: int, line_end: int) -> bool:

@@ -196,3 +196,13 @@ def test_a_spaced_batch_is_the_counter_and_a_batch_size_is_not():
     assert (rec["iter"], rec["loss"]) == (1200, 0.2843)  # not "(0/2)", the rank of two
     assert parse_progress("Epoch 1 batch: 20/100 loss: 2.3")["iter"] == 20
     assert "iter" not in parse_progress("batch: 8 loss: 2.3")  # a batch size
+
+
+def test_a_bar_without_a_total_is_read_redraw_by_redraw(tmp_path):
+    # tqdm over an iterable of unknown length (NeMo 1.x under Lightning): "N it [elapsed, rate, postfix]", no "%|"
+    redraws = [f"Epoch 0: : {s}it [00:{s:02d}, 1.00it/s, loss={'nan' if s >= 8 else f'{5 - s / 10:.2f}'}, v_num=0]"
+               for s in range(1, 11)]
+    doc = _doc(tmp_path, "\r".join(redraws) + "\n")
+    assert doc["metrics"]["num_steps_with_loss"] == 10
+    nan = [f for f in doc["findings"] if f["kind"] == "nan_loss"]
+    assert nan and nan[0]["facts"]["nan_first_step"] == 8
