@@ -37,6 +37,8 @@ _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "n
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
 #: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
 _STOP_SIGNAL = re.compile(r"got signal: (?:15|2|1)\b")
+#: a torch shared-memory segment ("</torch_2312_3563512745_0>") or a path under /dev/shm
+_SHM_FILE = re.compile(r"</?torch_\d+_\d+(?:_\d+)?>|/dev/shm/\S*")
 #: a rank's own report that its collective hung or its communicator was taken down
 _HANG_KINDS = {"nccl_timeout", "nccl_timeout_status", "nccl_communicator_aborted", "nccl_heartbeat_stuck"}
 #: an exception that only reports that a peer went away
@@ -298,8 +300,20 @@ def _describe(f: dict) -> dict:
             f["cause"] = "a DataLoader worker crashed in native code (a bad sample or a decoding library)"
             f["next_step"] = "rerun with num_workers=0 to get the traceback of the failing sample"
     elif kind == "disk_full":
+        line = f["message"]
         f["message"] = fa.get("disk_error", "No space left on device") + (
             f" (errno {fa['errno']})" if "errno" in fa else "")
+        # torch's shared-memory segments (a DataLoader worker's batch, a tensor sent between processes) are files
+        # in /dev/shm named "/torch_<pid>_<n>_<n>": the device that ran out is shared memory, not a disk
+        shm = _SHM_FILE.search(line) or _SHM_FILE.search(str(fa.get("path", "")))
+        if shm:
+            fa["shared_memory"] = shm[0].strip("<>")
+            f["message"] += f" writing the shared-memory segment {fa['shared_memory']}"
+            f["cause"] = "shared memory (/dev/shm) is full: a DataLoader worker's batch or a tensor shared between " \
+                         "processes did not fit"
+            f["next_step"] = "give the container a larger /dev/shm (docker --shm-size / --ipc=host, a memory-backed " \
+                             "emptyDir on Kubernetes), or fewer DataLoader workers / a smaller prefetch_factor"
+            f["runbook"] = "shm-too-small"
     elif kind == "sigkill" and "progress_step" in fa:
         f["message"] = (f"the process was killed (SIGKILL, signal 9) at progress {fa['progress_step']}/"
                         f"{fa.get('progress_total', '?')}: a bare 'Killed' from the shell, most often the host OOM "

@@ -70,3 +70,17 @@ def test_dataloader_worker_bus_error_is_also_sigbus(tmp_path):
 def test_dataloader_worker_killed_otherwise_is_not_sigbus(tmp_path):
     _doc, kinds = _kinds(tmp_path, "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.\n")
     assert "dataloader_worker_killed" in kinds and "sigbus" not in kinds
+
+
+def test_a_full_dev_shm_is_named_as_shared_memory_not_a_disk(tmp_path):
+    # torch.multiprocessing's segment file in /dev/shm could not grow (idiap/ESLAM#20's wording): the kind stays
+    # disk_full (errno 28), the device, the advice and the runbook are shared memory's
+    doc, kinds = _kinds(tmp_path, "RuntimeError: unable to write to file </torch_31911_952036340_6686>: "
+                                  "No space left on device (28)\n")
+    f = next(f for f in doc["findings"] if f["kind"] == "disk_full")
+    assert f["facts"]["shared_memory"] == "/torch_31911_952036340_6686"
+    assert "/dev/shm" in f["cause"] and "shm-size" in f["next_step"] and f["runbook"] == "shm-too-small"
+    # a checkpoint onto a full disk keeps the disk's advice
+    doc, kinds = _kinds(tmp_path, "OSError: [Errno 28] No space left on device: '/ckpt/step100.pt'\n")
+    f = next(f for f in doc["findings"] if f["kind"] == "disk_full")
+    assert "shared_memory" not in f["facts"] and f["runbook"] == "disk-full"
