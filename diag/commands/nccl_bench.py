@@ -49,8 +49,7 @@ def _corruption(value: str | None) -> tuple[int, int] | None:
 @setting_option(Settings, "op")
 @setting_option(Settings, "root")
 @setting_option(Settings, "collectives", multiple=True, type=click.Choice(COLLECTIVES + ("all",)))
-@click.option("--nproc", type=click.IntRange(1, 256), default=None,
-              help="Standalone: local processes (default: one per GPU, else [nccl_bench] nproc = 2).")
+@setting_option(Settings, "nproc")
 @setting_option(Settings, "backend")
 @setting_option(Settings, "expected_busbw_gbps", name="expect_busbw")
 @click.option("--pairwise", is_flag=True, help="Also measure send/recv between node pairs and name slow ones.")
@@ -100,7 +99,7 @@ def nccl_bench(min_bytes, max_bytes, step_factor, warmup_iters, iters, check, dt
         fits(spec, info.world_size or 1, info.local_world_size or 1, backend_used, info.local_rank)
         rank, world = info.rank, info.world_size or 1
     else:
-        world = nproc or (gpus if backend_used == "nccl" else settings["nproc"])
+        world = settings["nproc"] or (gpus if backend_used == "nccl" else 2)
         fits(spec, world, world, backend_used)
         rank = 0
 

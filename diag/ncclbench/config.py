@@ -59,7 +59,8 @@ class Settings:
     op: str = setting("sum", "reduction operation (nccl-tests -o)", choices=OPS, flag=("-o", "--op"))
     root: int = setting(0, "root rank of broadcast (nccl-tests -r)", min=0, flag=("-r", "--root"))
     backend: str = setting("auto", "nccl on GPUs, gloo on CPU; auto picks", choices=BACKENDS, flag=("--backend",))
-    nproc: int = setting(2, "CPU processes of a standalone run without GPUs", min=1, max=256)
+    nproc: int | None = setting(None, "local processes of a standalone run (unset: one per GPU with NCCL, else 2 "
+                                "CPU processes with gloo)", min=1, max=256, flag=("--nproc",))
     plateau_sizes: int = setting(3, "the largest N sizes whose busbw form the plateau", min=1, max=64)
     straggler_fraction: float = setting(
         0.5, "a rank whose own busbw is below this fraction of the median rank's is a straggler", min=0.0, max=1.0)
