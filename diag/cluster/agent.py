@@ -364,7 +364,11 @@ class Agent:
 
         t = threading.Thread(target=connect, name="llmdiag-presence-connect", daemon=True)
         t.start()
-        t.join(2 * self.opts.connect_timeout_s)  # connected before joining, in the common case
+        # Connected before joining: this node's store is open, so rank 0 is up and publishes the port at once.
+        # A join announced before the connection (a slow rank 0, a loaded machine) leaves a cut-off host to the
+        # heartbeat: 10 s and no cause, where keepalive says "host stopped answering" within its window. The
+        # thread's own steps are bounded (the port's poll by ``until``, the connect by connect_timeout_s).
+        t.join(max(0.0, min(until - time.monotonic(), 2 * self.opts.connect_timeout_s + 5.0)))
         self._cleanup.append(lambda: box["me"].bye() if "me" in box else None)
 
     def _gone_why(self, cause: str, whose: str = "its") -> str:
