@@ -229,12 +229,14 @@ class NetworkProbe(BaseProbe):
         routable = [a for a in addrs if not ipaddress.ip_address(a).is_loopback]
         if addrs and not routable:
             why = f"resolves only to the loopback ({', '.join(addrs)})"
-        if why and not addrs and nnodes > 1:
-            # gloo only warns here ("Unable to resolve hostname ... Using the loopback address as fallback"), and a
-            # job whose collectives are all NCCL never asks: a warning, where a name mapped to the loopback is a fault
-            return self.warn(ctx, "hostname", f"the host name {name} {why}: a gloo group (CPU collectives, a gloo "
-                             f"backend) falls back to the loopback, which peers on the other {nnodes - 1} node(s) "
-                             "cannot reach", evidence=ev, data=data, runbook="hostname-loopback", remediation=fix)
+        if why and not addrs:
+            # gloo then says so itself at the job's start ("Unable to resolve hostname ... Using the loopback address
+            # as fallback"), and a job whose collectives are all NCCL never asks; a name that resolves is the rule on
+            # real clusters (DNS, Slurm's node names, the kubelet's /etc/hosts): a fact to show, not a finding, where
+            # a name mapped to the loopback on purpose is a fault
+            return self.ok(ctx, "hostname", f"the host name {name} {why}: without GLOO_SOCKET_IFNAME a gloo group "
+                           "falls back to the loopback (a multi-node gloo job needs GLOO_SOCKET_IFNAME)", evidence=ev,
+                           data=data)
         if why:
             msg = f"the host name {name} {why}: gloo binds the loopback"
             if nnodes > 1:
