@@ -835,14 +835,17 @@ class LogAnalyzer:
         keep[drop] = False
         return take(b, np.flatnonzero(keep))
 
-    def finish(self) -> None:
+    def finish(self, end_of_input: bool = True) -> None:
+        """The records and events still held, out. ``end_of_input``: nothing follows what was read (not a followed
+        file's latest read, not a range of a file split among workers), so a traceback still open was cut off."""
         self._redrawn = False  # what finish reads below is no bar's redraw
         self._flush_held()
-        for (file, rank), tb in list(self._frames.items()):
-            # a traceback cut off before its exception (the rank died printing it: "lost sys.stderr")
-            if tb[4] and tb[3] and _HANDOFF_FILE.search(tb[3]):
-                self._worker_died_in_handoff(file, tb[0], rank, None, None, tb[3], "cut off before its exception")
-        self._frames.clear()
+        if end_of_input:
+            for (file, rank), tb in list(self._frames.items()):
+                # a traceback cut off before its exception (the rank died printing it: "lost sys.stderr")
+                if tb[4] and tb[3] and _HANDOFF_FILE.search(tb[3]):
+                    self._worker_died_in_handoff(file, tb[0], rank, None, None, tb[3], "cut off before its exception")
+            self._frames.clear()
         for file, (r, line, rank, t) in self._joiner.close_all():
             self._line_text = None
             self._record(r, file, line, rank, t)

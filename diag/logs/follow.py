@@ -79,7 +79,7 @@ def follow_file(path: str, settings, *, on_alert: str | None = None, no_progress
                 lineno += 1
                 text = raw.decode("utf-8", errors="replace")
                 an(path, lineno, text)  # every line: following lines of a block must be seen
-            an.finish()
+            an.finish(end_of_input=False)  # the file grows: a traceback being written is not cut off
             doc = build_document(an, stats, settings)
             if on_doc is not None:
                 on_doc(doc)

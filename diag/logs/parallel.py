@@ -61,7 +61,7 @@ def _work(args):
     kw = {"chunk": chunk} if chunk else {}
     try:
         scan(path, prefilter_regex(), an, stats, start=start, end=end, **kw)
-        an.finish()
+        an.finish(end_of_input=end >= os.path.getsize(path))  # a later range goes on with what this one left open
     finally:
         an.raw.close()
     an.raw = None

@@ -46,3 +46,19 @@ KeyError: 20
 """)
     doc = analyze_paths([str(log)])
     assert "dataloader_worker_killed" not in {f["kind"] for f in doc["findings"]}, doc["findings"]
+
+
+def test_a_traceback_still_being_written_is_not_cut_off():
+    # a followed log read up to the middle of a traceback (the next read brings its exception), or a range of a
+    # file split among workers: only the end of the input makes an open traceback a cut one
+    from llmdiag.logs.analyzer import LogAnalyzer
+
+    lines = (DATA / "cut_traceback.log").read_text().splitlines()
+    head = lines[:lines.index(next(x for x in lines if "_next_data()" in x)) + 1]
+    an = LogAnalyzer()
+    for n, text in enumerate(head, 1):
+        an("train.log", n, text)
+    an.finish(end_of_input=False)
+    assert not [e for e in an.events if e.kind == "dataloader_worker_killed"]
+    an.finish()
+    assert [e.rank for e in an.events if e.kind == "dataloader_worker_killed"] == [1]
