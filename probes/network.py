@@ -218,27 +218,22 @@ class NetworkProbe(BaseProbe):
                f"{name} to this node's address in /etc/hosts (not to 127.0.1.1).")
         try:
             infos = call_bounded(socket.getaddrinfo, ctx.deadline.bound(2.0), name, None, 0, socket.SOCK_STREAM)
-            addrs = list(dict.fromkeys(i[4][0].split("%")[0] for i in infos))
         except (Hung, OSError) as exc:
-            addrs, why = [], f"does not resolve ({exc})"
-        else:
-            why = ""
-        ev.append(("resolves_to", ",".join(addrs) or "-", None, ""))
-        data = {"hostname": name, "hostname_addresses": addrs}
-        local = {a: n for n, i in ifaces.items() for a in i["addresses"]}
-        routable = [a for a in addrs if not ipaddress.ip_address(a).is_loopback]
-        if addrs and not routable:
-            why = f"resolves only to the loopback ({', '.join(addrs)})"
-        if why and not addrs:
             # gloo then says so itself at the job's start ("Unable to resolve hostname ... Using the loopback address
             # as fallback"), and a job whose collectives are all NCCL never asks; a name that resolves is the rule on
             # real clusters (DNS, Slurm's node names, the kubelet's /etc/hosts): a fact to show, not a finding, where
             # a name mapped to the loopback on purpose is a fault
-            return self.ok(ctx, "hostname", f"the host name {name} {why}: without GLOO_SOCKET_IFNAME a gloo group "
-                           "falls back to the loopback (a multi-node gloo job needs GLOO_SOCKET_IFNAME)", evidence=ev,
-                           data=data)
-        if why:
-            msg = f"the host name {name} {why}: gloo binds the loopback"
+            ev.append(("resolves_to", "-", None, ""))
+            return self.ok(ctx, "hostname", f"the host name {name} does not resolve ({exc}): without "
+                           "GLOO_SOCKET_IFNAME a gloo group falls back to the loopback (a multi-node gloo job needs "
+                           "GLOO_SOCKET_IFNAME)", evidence=ev, data={"hostname": name, "hostname_addresses": []})
+        addrs = list(dict.fromkeys(i[4][0].split("%")[0] for i in infos))
+        ev.append(("resolves_to", ",".join(addrs) or "-", None, ""))
+        data = {"hostname": name, "hostname_addresses": addrs}
+        local = {a: n for n, i in ifaces.items() for a in i["addresses"]}
+        routable = [a for a in addrs if not ipaddress.ip_address(a).is_loopback]
+        if not routable:
+            msg = f"the host name {name} resolves only to the loopback ({', '.join(addrs)}): gloo binds the loopback"
             if nnodes > 1:
                 return self.fail(ctx, "hostname", msg + f", and peers on the other {nnodes - 1} node(s) cannot reach "
                                  "this node (connection refused or a hang at the first collective)", evidence=ev,
