@@ -73,3 +73,15 @@ def test_mapping_reads_names_and_refuses_what_it_cannot_express():
         cases.evaluate({**case, "model": {"name": "an unknown model"}})
     with pytest.raises(cases.NotExpressed):
         cases.evaluate({**case, "parallel": {"zero_stage": 7}})  # the plan itself is refused
+
+
+HELD_OUT = cases.load(Path(__file__).resolve().parents[3] / "bench" / "data" / "memory-heldout.json")
+
+
+@pytest.mark.parametrize("case", HELD_OUT, ids=lambda c: c["id"])
+def test_held_out_run_within_15_percent_and_not_called_out_of_memory(case):
+    """Published runs no constant was fitted to (bench/data/memory-heldout.json): each within ±15 %
+    of its measured memory, and none that trained called out-of-memory."""
+    r = cases.evaluate(case)
+    assert r["ok"] and abs(r["error"]) <= 0.15, r
+    assert r["verdict"] != "out-of-memory", r
