@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections import Counter
+from collections import Counter, deque
 import re
 
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
-from llmdiag.logs.epochs import EpochPlacer, train_summary
+from llmdiag.logs.epochs import EpochPlacer, bar_summary, train_summary
 from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
 from llmdiag.logs.progress import RecordJoiner, header_of, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
@@ -160,6 +160,12 @@ class _ChildFailedBlock:
             sig = src.get("signal") or (signatures.SIGNALS.get(-code) if isinstance(code, int) and code < 0 else None)
             if sig:
                 f["signal"] = sig
+        # the other failures a signal ended (torchrun lists each worker that failed before it stopped the rest;
+        # one still running 30 s after its SIGTERM gets SIGKILL): each is a worker that died of that signal
+        others = [{k: e[k] for k in ("rank", "exitcode", "pid", "time", "host") if k in e} for e in self.entries
+                  if e is not src and isinstance(e.get("exitcode"), int) and e["exitcode"] < 0]
+        if others:
+            f["other_signals"] = others
         return f
 
 
@@ -224,6 +230,8 @@ class LogAnalyzer:
         self._last_error: dict[str, tuple[int, int | None]] = {}
         #: records that print only an epoch, held until a Trainer summary places them on steps (epochs.py)
         self.epochs = EpochPlacer()
+        #: per file: the last progress-bar counts seen, (line, count, total) (epochs.bar_summary)
+        self._bars: dict[str, deque] = {}
 
     # -- the reader's consumer ------------------------------------------------------------
     def prime(self, path: str) -> None:
@@ -308,6 +316,18 @@ class LogAnalyzer:
             self._read_join(file, start)  # once: a record already read is skipped there
 
     def _whole(self, file: str, lineno: int, text: str, joined: bool = False) -> int:
+        if "|" in text and "/" in text:
+            bar = _BAR_AT.search(text)
+            if bar is not None:  # a tqdm bar's count (epochs.bar_summary reads the one after the last record)
+                self._bars.setdefault(file, deque(maxlen=_BARS_KEPT)).append((lineno, int(bar[1]), int(bar[2])))
+        if self._wrap is None and self._block is None and text.count("%|") >= 2:
+            starts = [m.start() for m in _BAR_FRAME.finditer(text)]
+            if len(starts) >= 2:  # bar redraws glued without their '\r': each one a redraw of its own
+                want = 0
+                for a, b in zip([0] + starts, starts + [len(text)]):
+                    if text[a:b].strip(" ,"):
+                        want = max(want, self._one(file, lineno, text[a:b].rstrip(" ,"), glued=True))
+                return want
         if self._wrap is None and self._block is None and text.count("]:") >= 2:
             parts = _GLUED.split(text)
             if len(parts) > 1:  # two ranks' output glued into one line: each part on its own
@@ -522,6 +542,9 @@ class LogAnalyzer:
                 if start is not None:
                     ev.facts["traceback_line"] = start
             if kind in ("launcher", "rdzv_context", "dtype", "torch_version", "world_size", "nccl_version"):
+                own = facts.pop("own_rank", None)
+                if own is not None:  # a line a rank prints about itself: the log covers that rank
+                    self.ranks_seen.add(own)
                 for k, v in facts.items():
                     if k == "rdzv_backend" and v is None:
                         continue
@@ -864,10 +887,21 @@ class LogAnalyzer:
         self._close_block()
         self._flush_held()
         self.flush()
+        if self.raw is None and "train_summary" not in self.extra:
+            # no Trainer summary (a run that died): the progress bar redrawn after the last record shows its step
+            last = self.epochs.last_held()
+            bars = self._bars.get(self.table.files[last[0]]) if last is not None else None
+            if bars:
+                fid, line, epoch, n = last
+                count = next((c for ln, c, t in bars if ln > line and n <= c <= t), None)
+                if count is not None:
+                    self.extra["train_summary"] = bar_summary(epoch, count)
+                    self.extra["train_summary_file"] = fid
         if self.raw is None:
             # the end of a file: held records are placed by a summary that a parallel worker read (the first one:
             # a file split over workers is taken as one run), else they keep their epochs
-            self._store(self.epochs.release(self.extra.pop("train_summary", None)))
+            self._store(self.epochs.release(self.extra.pop("train_summary", None),
+                                            self.extra.pop("train_summary_file", None)))
 
 
 def _bar_columns(raw: bytes, head, fields, epochs: bool):
@@ -1004,9 +1038,16 @@ def terminal_width(lines: list[str]) -> int | None:
     # line starts: the heads of full-width lines that follow a short one, and frequent heads of lines after a
     # short one
     starts = {h for h, n in heads.items() if n >= 3} | {head[i] for i in full if i not in after_full}
+    # an indented line that follows a full-width one with the indentation many lines after short ones have
+    # (OLMo's fixed-width record headers, each with its "    name=value" lines under it) is one of those lines
+    indents = Counter(_indent(x) for i, x in enumerate(lines) if i not in after_full and _indent(x) >= 2)
     # a continuation rarely starts the way the file's lines start
-    starts_like_a_line = sum(head[i + 1] in starts for i in full)
+    starts_like_a_line = sum(head[i + 1] in starts or indents[_indent(lines[i + 1])] >= 3 for i in full)
     return top if starts_like_a_line < 0.3 * len(full) else None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
 
 
 _HEAD = re.compile(r"\d+")
@@ -1081,7 +1122,14 @@ PRIME_LINES = 400
 _WIDE_GAP = " " * 24
 _PADDING = re.compile(r"(?<=\S) {24,}(?=\S)")
 #: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
+#: progress-bar counts kept per file: the bar redrawn after the last record is among the last ones
+_BARS_KEPT = 256
+#: a tqdm bar's count and total ("| 10/30 [")
+_BAR_AT = re.compile(r"\|\s*(\d+)/(\d+) \[")
 _GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
+#: where a progress bar's frame starts: its description (``Epoch 0:``) and percentage (``  3%|``); a line with
+#: two or more is several redraws whose ``\r`` a paste or a collector dropped
+_BAR_FRAME = re.compile(r"(?:[A-Za-z][\w./-]*(?: [\w./-]+){0,3}:)?\s*\d{1,3}%\|")
 
 #: progress-line templates per file, learning attempts that may fail per file, and chunks
 #: without a match after which a template (not the last) is dropped

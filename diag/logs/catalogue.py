@@ -303,7 +303,7 @@ ENTRIES: tuple[Entry, ...] = (
        "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 704 vs 598",
        "RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing central "
        "directory: file write failed"),
-      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)(?:: '(?P<path>[^']+)')?",
+      patterns=(r"(?:\[Errno (?P<errno>28|122)\] )?(?P<disk_error>No space left on device|Disk quota exceeded|ENOSPC|EDQUOT)(?:: '(?P<path>[^']+)'(?: -> '(?P<dest>[^']+)')?)?",
                 # torch.save's zip writer hides the errno: a failed write of a checkpoint is almost always space
                 r"(?P<disk_error>PytorchStreamWriter failed writing (?:file \S+|central directory): file write failed)",
                 # its short write (written less than asked: the disk filled up mid-record or at the end)
@@ -370,6 +370,20 @@ ENTRIES: tuple[Entry, ...] = (
       # gloo (CPU) collectives time out in the transport, without a WorkNCCL record
       patterns=(r"gloo/.*Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation",),
       keywords=("Timed out waiting",), facts=(("backend", "gloo"),)),
+    E("peer_lost", ERROR, "nccl-timeout",
+      "a gloo peer closed its connection in the middle of a collective: that rank went away",
+      ("the peer rank died (an exception, a signal, the OOM killer): its own log has the cause",
+       "the peer's host lost its network"),
+      "find the rank that died first (its own error, or the rank whose log ends first); this rank only saw it go",
+      ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:45453: "
+       "Connection reset by peer",
+       "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+       "[10.0.0.2]:60436"),
+      # a rank-to-rank gloo pair, not the c10d store (connection_reset): no store word before the error
+      patterns=(r"(?i)^(?!.*(?:TCPStore|recvValue|DistStoreError|store->))(?:.*?)gloo/transport/tcp/pair\.cc:\d+\]"
+                r".*?(?P<reset>Connection reset by peer|Connection closed by peer|Broken pipe|Read error)"
+                r"(?:.*?\[(?P<peer>[\w.:-]+)\]:(?P<port>\d+))?",),
+      keywords=("pair.cc",), facts=(("backend", "gloo"),)),
     E("collective_hang", ERROR, "nccl-timeout",
       "Flight Recorder dumps show ranks blocked in a collective that some rank never entered or never finished",
       ("the named rank was elsewhere (its own hang, data loading, a rank-dependent code path)",

@@ -18,8 +18,8 @@ from collections import deque
 
 import numpy as np
 
-from llmdiag.logs.window import (NOISE_HISTORY, MedianSketch, finding, opt, place, place_at, pos_key, robust, rolling,
-                                 step_noise, where, xs, xval)
+from llmdiag.logs.window import (NOISE_HISTORY, SHORT_LOSS_RATIO, MedianSketch, finding, opt, place, place_at, pos_key,
+                                 robust, rolling, short_grad_ratio, step_noise, where, xs, xval)
 from llmdiag.logs.window import fmt as _fmt
 
 
@@ -56,7 +56,9 @@ class NanDetector:
             j = int(np.flatnonzero(fin)[-1])
             self.last_finite = (*xval(b, j)[:2], float(loss[j]))
         gn = b["grad_norm"]
-        gm = (b["has_grad_norm"] == 1) & ~np.isfinite(gn) & ~nm
+        # a NaN grad norm is its own finding whether or not that record's loss is NaN too (the loss may stay
+        # finite: README vocabulary); the NaN loss, where there is one, ranks first
+        gm = (b["has_grad_norm"] == 1) & ~np.isfinite(gn)
         if gm.any():
             if self.gn_first is None:
                 self.gn_first = where(b, int(np.argmax(gm)), files)
@@ -81,8 +83,7 @@ class NanDetector:
                                f"({self.nan_count} record(s))", f))
         if self.gn_first is not None:
             at = self.gn_first
-            out.append(finding("nan_grad_norm", at, f"grad norm is NaN/Inf at {place_at(at)} "
-                               "while the loss is finite",
+            out.append(finding("nan_grad_norm", at, f"grad norm is NaN/Inf at {place_at(at)}",
                                {pos_key("nan_grad_norm_first_step", at["x_name"]): at["x"], "nan_count": self.gn_count, "value": "nan"}))
         if self.zero_first is not None:
             at = self.zero_first
@@ -121,8 +122,10 @@ class LossSpikeDetector:
             s = self.s
             rmin = rolling(list(self.window), v, s.window, np.min)
             margin = np.maximum(s.spike_min_abs, np.where(rmin >= 0, s.spike_min_rel * rmin, 0.0))
-            enough = (self.n_window + np.arange(len(v))) >= 3
-            flag = np.flatnonzero(enough & (v > rmin + margin))
+            k = self.n_window + np.arange(len(v))
+            # before three losses, only a jump of SHORT_LOSS_RATIO times the baseline (window.SHORT_LOSS_RATIO)
+            margin = np.where(k >= 3, margin, np.maximum(margin, (SHORT_LOSS_RATIO - 1) * np.abs(rmin)))
+            flag = np.flatnonzero((k >= 1) & (v > rmin + margin))
             start = int(flag[0]) if len(flag) else len(v)
             if start:
                 self.window.extend(v[:start].tolist())
@@ -146,9 +149,11 @@ class LossSpikeDetector:
                 self.prev = (v, scale)
                 return
             self._close(sp, recovered=True)
-        if len(self.window) >= 3:
+        if len(self.window) >= 1:
             med, sigma = robust(list(self.window))
             thr = med + max(s.spike_spread_k * sigma, s.spike_min_rel * abs(med), s.spike_min_abs)
+            if len(self.window) < 3:  # an excerpt of a few records: only a jump far beyond any noise
+                thr = med + max(s.spike_min_abs, (SHORT_LOSS_RATIO - 1) * abs(med))
             if v > thr:
                 thr = max(thr, med + step_noise(self.history, med, s.spike_spread_k))
             if v > thr:
@@ -188,7 +193,8 @@ class LossSpikeDetector:
 
 
 class GradJumpDetector:
-    """grad norm ≥ ratio × the median of the previous ``window`` positive norms (after 5 records)."""
+    """grad norm ≥ ratio × the median of the previous ``window`` positive norms (after 5 records; before, only
+    an explosion far larger: window.short_grad_ratio)."""
 
     MAX_LINES = 100_000
 
@@ -210,15 +216,16 @@ class GradJumpDetector:
         s = self.s
         prev = list(self.window)
         rmin = rolling(prev, v, s.window, np.min)
+        need = short_grad_ratio(self.n + np.arange(len(v)), s.grad_spike_ratio, s.grad_explosion_ratio)
         with np.errstate(divide="ignore", invalid="ignore"):
-            flag = np.flatnonzero(((self.n + np.arange(len(v))) >= 5) & (v / rmin >= s.grad_spike_ratio))
+            flag = np.flatnonzero(v / rmin >= need)
         if len(flag):
             c = prev + v.tolist()
             for p in flag.tolist():
                 q = len(prev) + p
                 med = statistics.median(c[max(0, q - s.window):q])
                 val = c[q]
-                if med > 0 and val / med >= s.grad_spike_ratio:
+                if med > 0 and val / med >= need[p]:
                     i = int(rows[p])
                     if self.first is None:
                         self.first = (where(b, i, files), med)

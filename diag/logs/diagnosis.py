@@ -27,13 +27,14 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
             "slurm_cancelled",
             "slurm_time_limit", "collective_hang", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
-            "nccl_remote_error", "nccl_internal_error", "connection_reset", "hang_no_progress",
+            "nccl_remote_error", "nccl_internal_error", "connection_reset", "peer_lost", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
             "grad_norm_spike", "throughput_drop", "nccl_warn"]
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
 #: a rank's report that a collective ran past its timeout
 _TIMEOUT_KINDS = ("nccl_timeout", "gloo_timeout", "collective_hang")
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
+                 "peer_lost",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
 #: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
 _STOP_SIGNAL = re.compile(r"got signal: (?:15|2|1)\b")
@@ -109,7 +110,7 @@ def progress_straggler(progress: dict, reporting: list[int], world: int | None =
 
 
 def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[int] | None = None,
-                   why: str = "") -> list[int]:
+                   why: str = "", what: str = "the timeout") -> list[int]:
     """The rank(s) a collective timeout waited for, into ``f`` (facts, cause, next step).
 
     ``culprits``: those the timeout's own fields single out, if any. Else each rank's progress
@@ -129,7 +130,7 @@ def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[in
         covers_all = seen >= set(range(upto)) and (isinstance(world, int) or len(absent) <= len(reporting))
         if absent and covers_all and not culprits:
             culprits = absent
-            why = f"rank(s) {absent} never reported the timeout, though the log covers them (their own lines or " \
+            why = f"rank(s) {absent} never reported {what}, though the log covers them (their own lines or " \
                   f"the launcher's summary): they were not waiting in the collective"
         not_covered = sorted(r for r in absent if r not in seen)
         if not_covered:
@@ -479,6 +480,16 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             by[sk].append(Event(sk, f["file"], f["line"], f"worker exited with {fa.get('signal')}",
                                 fa.get("first_failing_rank", fa.get("failed_rank")), fa.get("host"), f["ts"],
                                 {k: fa[k] for k in ("exitcode", "signal", "root_cause_pid", "host") if k in fa}))
+        for other in fa.pop("other_signals", ()):
+            # a worker listed beside the root cause that a signal ended (after the root cause: the launcher's
+            # stop escalated to SIGKILL); named once per kind, on its own rank
+            sk = signatures.SIGNAL_KIND.get(-other["exitcode"])
+            if sk and not by.get(sk):
+                sig = signatures.SIGNALS.get(-other["exitcode"])
+                facts = {"exitcode": other["exitcode"], "signal": sig, "listed_beside_root_cause": True}
+                facts.update({k: other[k] for k in ("pid", "host", "time") if k in other})
+                by[sk].append(Event(sk, f["file"], f["line"], f"worker exited with {sig}", other.get("rank"),
+                                    other.get("host"), f["ts"], facts))
     ovs = by.pop("overflow", [])
     if ovs:
         f = _collapse("grad_overflow", ovs)
@@ -529,10 +540,13 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 f["facts"]["xids"] = xids
             out.append(_describe(f))
     for f in out:
-        if f["kind"] in _TIMEOUT_KINDS and f["kind"] != "nccl_timeout" and "suspect_ranks" not in f["facts"]:
-            # gloo and other backends' timeouts: the ranks that reported it, against every rank's lines
+        if (f["kind"] in _TIMEOUT_KINDS and f["kind"] != "nccl_timeout" or f["kind"] == "peer_lost") \
+                and "suspect_ranks" not in f["facts"]:
+            # gloo and other backends' timeouts, a gloo peer gone: the ranks that reported it, against every rank's
+            # lines
             reporting = list(f["facts"].get("ranks") or ([f["rank"]] if f["rank"] is not None else []))
-            if reporting and _name_suspects(f, reporting, extra):
+            what = "a lost peer" if f["kind"] == "peer_lost" else "the timeout"
+            if reporting and _name_suspects(f, reporting, extra, what=what):
                 f["facts"].setdefault("first_reporting_rank", reporting[0])
         if f["kind"] in ("rendezvous_address_in_use", "rendezvous_timeout"):
             for k in ("rdzv_backend", "launcher_cmd"):
@@ -548,7 +562,9 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                     for r, e in by_rank.items() if r is not None}
         causes = [e for e in by_rank.values() if not _ECHO_EXC.search(e.facts.get("exception_message", ""))]
         last = exc[-1] if len(by_rank) <= 1 else min(causes or list(by_rank.values()), key=lambda e: (e.file, e.line))
-        if not errors:
+        # a gloo peer that went away explains nothing by itself: the exception of the rank that went is the cause
+        if not [f for f in errors if f["kind"] != "peer_lost"] and \
+                (not errors or not _ECHO_EXC.search(last.facts.get("exception_message", ""))):
             f = _base("python_exception", last)
             if len(per_rank) > 1:
                 f["facts"]["exceptions_by_rank"] = per_rank
@@ -677,6 +693,13 @@ def _srun_task_ranks(findings: list[dict], an) -> None:
             f["facts"].setdefault("rank_from", "srun task number (SLURM_PROCID)")
 
 
+def _secondary(f: dict) -> bool:
+    """A finding that follows another failure (after the rank's own timeout, or a worker the launcher's stop
+    ended beside the root cause): it ranks after the failures that are not."""
+    return bool(f["facts"].get("after_own_timeout") or f["facts"].get("listed_beside_root_cause")
+                or f["kind"] == "peer_lost")  # the echo of a peer that went away
+
+
 def _mark_consequences(findings: list[dict], events: list[Event]) -> None:
     """An error that a rank reports after its own collective timed out or its communicator was aborted is a
     consequence of that hang (the process is being taken down, buffers may be corrupt: an absurd allocation, an
@@ -785,6 +808,17 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     seen |= {r for r in an.ranks_seen if isinstance(r, int)}
     seen |= {r for f in stats.files if stats.file_lines.get(f) and isinstance(r := an.rank_of_file(f), int)}
     findings = findings_from_events(an.events, {**an.extra, "ranks_seen": seen, "rank_progress": progress})
+    roots_by_pid = {f["facts"]["root_cause_pid"]: f["rank"] for f in findings
+                    if f["kind"] == "child_failed" and f["rank"] is not None and "root_cause_pid" in f["facts"]}
+    for f in findings:
+        # the agent's "failed (exitcode: -9) local_rank: 1 (pid: N)" names a local rank; the summary's Root Cause
+        # with the same pid gives its global rank
+        if f["rank"] is None and f["facts"].get("pid") in roots_by_pid and f["kind"] in signatures.SIGNAL_KIND.values():
+            f["rank"] = roots_by_pid[f["facts"]["pid"]]
+    if any(f["severity"] == ERROR and f["kind"] != "peer_lost" for f in findings):
+        # a gloo peer that went away is the echo of the failure the log already names (the launcher's summary,
+        # the signal, the peer's own exception): named on its own only when nothing else explains the death
+        findings = [f for f in findings if f["kind"] != "peer_lost"]
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if nan is not None:
@@ -826,7 +860,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     metrics = {k: _clean(v) for k, v in _metrics(an, ser, rank).items()}
     _mark_consequences(findings, an.events)
     _srun_task_ranks(findings, an)
-    roots = sorted(findings, key=lambda f: (bool(f["facts"].get("after_own_timeout")), PRIORITY.index(f["kind"])))
+    roots = sorted(findings, key=lambda f: (_secondary(f), PRIORITY.index(f["kind"])))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
     # the rank that failed first: the Root Cause of a torchrun summary, else the first error on a known rank
@@ -834,10 +868,11 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     # only the first to report)
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
         next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
-              and f["kind"] not in _VICTIM_KINDS and not f["facts"].get("after_own_timeout")), None)
+              and f["kind"] not in _VICTIM_KINDS and not _secondary(f)), None)
     # the collective timeout whose suspects the document names: NCCL's, else another backend's
     timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None) or \
-        next((f for f in findings if f["kind"] in _TIMEOUT_KINDS and f["facts"].get("suspect_ranks")), None)
+        next((f for f in findings if (f["kind"] in _TIMEOUT_KINDS or f["kind"] == "peer_lost")
+              and f["facts"].get("suspect_ranks")), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
     for k in ("torch_version", "dtype", "nccl_version"):
@@ -846,6 +881,11 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
+    # the curve's peak, where no spike named its own
+    if metrics.get("loss_max") is not None and "max_loss" not in facts:
+        facts["max_loss"] = metrics["loss_max"]
+        if metrics.get("loss_max_step") is not None:
+            facts.setdefault("max_loss_step", metrics["loss_max_step"])
     warnings = input_warnings(stats, len(t), an.unplaced) + an.epochs.warnings(t.files)
     if warnings and status == "pass":
         status = "warn"

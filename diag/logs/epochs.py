@@ -98,6 +98,16 @@ def train_summary(msg: str) -> dict | None:
     return {"total": total, "total_err": err, "epoch": epoch, "epoch_err": epoch_err, "quoted": bool(m["q"])}
 
 
+def bar_summary(epoch: float, count: int) -> dict:
+    """A summary for a run that printed none (it died): the Trainer's progress bar, redrawn after its last record
+    (``tqdm.write`` prints a record, then redraws the bar at the current step), shows that record's step, so the
+    run's steps per epoch are ``count / epoch``. Shaped like :func:`train_summary`'s, ``total`` the count; the
+    epoch's error is taken as 4.x's two decimals (the larger: which version printed it is not known here)."""
+    e = min(float(printed_half_ulp(np.array([epoch]))[0]), 0.5 * 10.0 ** -_EPOCH_DECIMALS_4X)
+    return {"total": float(count), "total_err": 0.0, "epoch": epoch,
+            "epoch_err": e / (epoch - e) if epoch > e else math.inf, "quoted": False}
+
+
 def place(epochs: np.ndarray, summary: dict) -> tuple[np.ndarray, bool, dict]:
     """The steps of records at ``epochs`` (log order) of the run that ``summary`` ended; whether any was
     inferred (not certain); and what placed them (steps per epoch, logging interval)."""
@@ -183,6 +193,17 @@ class EpochPlacer:
         self._held.append(b)
         self._n += batch_len(b)
         return now
+
+    def last_held(self) -> tuple[int, int, float, int] | None:
+        """The last held record that printed only an epoch: (file id, line, epoch, that file's held records)."""
+        for b in reversed(self._held):
+            eo = np.flatnonzero(_epoch_only(b))
+            if len(eo):
+                k = int(eo[-1])
+                fid = int(b["file"][k])
+                n = sum(int((_epoch_only(h) & (h["file"] == fid)).sum()) for h in self._held)
+                return fid, int(b["line"][k]), float(b["epoch"][k]), n
+        return None
 
     def full(self) -> bool:
         return self._n >= HOLD_ROWS

@@ -22,7 +22,11 @@ ALIASES: dict[str, str] = {}
 for canon, names in {
     "loss": ["lm loss", "lm_loss", "train loss", "train_loss", "training loss", "training_loss", "train/loss",
              "loss", "avg loss", "total_loss", "reduced_train_loss", "train/loss_step", "train_loss_step", "closs",
-             "avr_loss", "avg_loss", "loss train", "loss/train", "train/loss_epoch"],
+             "avr_loss", "avg_loss", "loss train", "loss/train", "train/loss_epoch",
+             # cross-entropy by its own name (OpenNMT-py "xent:", fairseq "nll_loss")
+             "xent", "cross_entropy", "cross_entropy_loss", "ce_loss", "nll_loss"],
+    # perplexity = exp(cross-entropy): the loss of a record that prints no loss of its own
+    "ppl": ["ppl", "perplexity", "train_ppl", "train/ppl"],
     "val_loss": ["val loss", "val_loss", "validation loss", "valid loss", "eval_loss", "eval loss", "val/loss",
                  "validation_loss"],
     "step": ["step", "global_step", "global step", "steps", "trainer/global_step", "optimizer step",
@@ -142,6 +146,9 @@ def _unit_scale(canon: str, unit: str, value: float) -> tuple[str, float]:
         return "step_time_ms", value * (1.0 if unit == "ms" else 1000.0)
     if canon == "memory_gib" and unit in ("mib", "mb"):
         return canon, value / 1024.0
+    if canon == "memory_gib" and not unit and value > 2048:
+        # no unit, and more than any GPU holds in GiB: MiB (mmcv/mmengine print "memory: 5280", torch's MiB)
+        return canon, value / 1024.0
     return canon, value
 
 
@@ -238,13 +245,17 @@ def parse_progress(msg: str) -> dict | None:
             rec["iter"] = int(tq["it"])
         elif ("batch" in msg or "Batch" in msg) and (bt := _BATCH_COUNT.search(msg)):
             rec["iter"] = int(bt["it"])
-        elif "/" in msg:
+        elif "/" in msg and (counts := [(int(c["n"]), int(c["it"])) for c in _COUNT_OF.finditer(msg)
+                                        if 0 <= int(c["it"]) <= int(c["n"]) and int(c["n"]) > 1]):
             # of several counts ("Train: 1/3 ( 33%) [ 49/323 ( 15%)]": epoch and batch), the innermost loop's:
             # the one with the largest total
-            counts = [(int(c["n"]), int(c["it"])) for c in _COUNT_OF.finditer(msg)]
-            counts = [c for c in counts if 0 <= c[1] <= c[0] and c[0] > 1]
-            if counts:
-                rec["iter"] = max(counts)[1]
+            rec["iter"] = max(counts)[1]
+        elif "|" in msg and (lead := _LEAD_CELL.match(msg)):
+            # a row of "|"-separated cells whose first is a bare integer: the iteration (llama2.c's
+            # "500 | loss 6.0091 | lr 5e-05 | 870067.53ms | mfu 0.19%")
+            rec["iter"] = int(lead[1])
+    if "|" in msg and "step_time_ms" not in rec and (cell := _TIME_CELL.search(msg)):
+        rec["step_time_ms"] = float(cell[1]) * (1000.0 if cell[2] == "s" else 1.0)  # a bare "8060.78ms" cell
     if "format" not in rec:
         rec["format"] = _guess_format(msg)
     if rec["format"] in ("hf-trainer", "jsonl") and "}" not in msg:
@@ -254,6 +265,8 @@ def parse_progress(msg: str) -> dict | None:
     return _finish(rec)
 
 
+_LEAD_CELL = re.compile(r"\s*(\d+)\s*\|")
+_TIME_CELL = re.compile(r"\|\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*(?:\||$)")
 _DIGIT = re.compile(r"\d")
 _COLUMN_NAME = re.compile(r"[A-Za-z_][\w/.()%-]*(?: [A-Za-z_][\w/.()%-]*)*")
 _HEADER_SEP = (re.compile(r"\s*\|\s*|\t+|\s{2,}"), re.compile(r"\s+"))
@@ -334,12 +347,17 @@ _HEADER = re.compile(r"[\s\[(<=#*-]*" + _COUNTER.format("a", "an") + r"(?:[\s\])
 _PIECE = re.compile(r"\s*[A-Za-z_][\w /().%-]{0,80}?\s*[:=]\s*['\"]?" + NUM + r"['\"]?\s*(?:[A-Za-z%/]{1,8})?\s*,?\s*")
 
 
+_LEVEL_TAIL = re.compile(r"(?<![\w-])(?:DEBUG|INFO|NOTICE|WARNING|WARN)\b[\s:|\]-]+(?P<h>\[[^\]\n]{1,60}\](?:\[[^\]\n]{1,60}\])?:?)\s*$")
+
+
 def counter_header(msg: str) -> dict | None:
     """The open record a counter-only line starts (``{"step": 12, "open": True, "format": "header"}``), or None.
     An epoch alone is no record's header (an epoch's many records follow it)."""
-    if len(msg) > 96:
-        return None
-    m = _HEADER.fullmatch(msg)
+    m = _HEADER.fullmatch(msg) if len(msg) <= 96 else None
+    if m is None:
+        # behind a logger's own columns that end in its level word (OLMo: "host:0  olmo.train:908  INFO    [step=..]")
+        lv = _LEVEL_TAIL.search(msg, max(0, len(msg) - 160))
+        m = _HEADER.fullmatch(lv["h"]) if lv is not None and len(lv["h"]) <= 96 else None
     if m is None:
         return None
     rec: dict = {}
@@ -478,6 +496,9 @@ def _finish(rec: dict) -> dict:
     if "val_loss" in rec and ("loss" not in rec or rec.pop("_eval_line", False)):
         rec["eval"] = True
     rec.pop("_eval_line", None)
+    ppl = rec.pop("ppl", None)
+    if "loss" not in rec and isinstance(ppl, (int, float)) and not isinstance(ppl, bool):
+        rec["loss"] = math.log(ppl) if math.isfinite(ppl) and ppl > 0 else float("nan")
     if "loss" not in rec and "val_loss" not in rec and rec.get("format") != "megatron":
         return None  # type: ignore[return-value]
     return rec

@@ -16,8 +16,9 @@ from llmdiag.logs.unwrap import needs_continuation
 
 
 def may_be_progress(msg: str) -> bool:
-    """Cheap gate before the format parsers: every progress format prints a loss or an iteration."""
-    return "oss" in msg or "iteration" in msg or "OSS" in msg
+    """Cheap gate before the format parsers: every progress format prints a loss (or cross-entropy, or
+    perplexity, by those names) or an iteration."""
+    return "oss" in msg or "iteration" in msg or "OSS" in msg or "xent" in msg or "ppl" in msg or "erplexity" in msg
 
 
 #: a "name: number" / "name=number" / "name number" field, for telling a record the readers missed
@@ -65,8 +66,9 @@ HEADER_SPAN = 200
 
 def header_of(msg: str) -> dict | None:
     """The open record a counter-only line starts (formats.counter_header), behind a cheap gate."""
-    return counter_header(msg) if len(msg) <= 96 and ("tep" in msg or "ter" in msg or "atch" in msg
-                                                      or "TEP" in msg or "TER" in msg) else None
+    # (a logger's columns may stand before it: formats.counter_header reads the end of a longer line)
+    return counter_header(msg) if (len(msg) <= 96 or msg.endswith(("]", "]:"))) and (
+        "tep" in msg or "ter" in msg or "atch" in msg or "TEP" in msg or "TER" in msg) else None
 
 
 class RecordJoiner:

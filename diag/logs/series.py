@@ -32,6 +32,7 @@ class RankMetrics:
         self.count = 0
         self.loss = _FirstLast()
         self.loss_min = self.loss_max = None
+        self.loss_max_at: int | None = None
         self.step, self.iter = _FirstLast(), _FirstLast()
         self.intervals = {"step": {}, "iter": {}}
         self.fl = {c: _FirstLast() for c in ("lr", "grad_norm", "loss_scale", "epoch")}
@@ -61,6 +62,11 @@ class RankMetrics:
         if len(fin):
             lo, hi = float(fin.min()), float(fin.max())
             self.loss_min = lo if self.loss_min is None else min(self.loss_min, lo)
+            if self.loss_max is None or hi > self.loss_max:
+                # where the curve peaks: the first record at its highest loss (its step, else its iteration)
+                k = int(np.flatnonzero(has)[np.flatnonzero(np.isfinite(loss))[int(np.argmax(fin))]])
+                pos = b["step"][k] if b["step"][k] != NONE else b["iter"][k]
+                self.loss_max_at = int(pos) if pos != NONE else None
             self.loss_max = hi if self.loss_max is None else max(self.loss_max, hi)
         for col, fl in (("step", self.step), ("iter", self.iter)):
             vals = b[col][b[col] != NONE]
@@ -117,6 +123,8 @@ class RankMetrics:
             m["first_iter"], m["last_iter"] = self.iter.first, self.iter.last
         m.update(loss_min=self.loss_min, loss_max=self.loss_max, first_loss=self.loss.first,
                  last_loss=self.loss.last)
+        if self.loss_max_at is not None:
+            m["loss_max_step"] = self.loss_max_at
         m["loss_last"] = m["last_loss"]
         for col, fl in self.fl.items():
             if fl.first is not None:

@@ -316,7 +316,13 @@ def _ecc(m: re.Match[str], msg: str):
     return "ecc_xid", {"ecc_message": msg.strip()[:200]}
 
 
+#: NCCL's own sockets (bootstrap, proxy, net): its ``NCCL WARN``/``INFO`` lines and socket source files
+_NCCL_SOCKET = re.compile(r"NCCL (?:WARN|INFO)|\bsocket\.(?:h|cc):\d+|bootstrap\.cc")
+
+
 def _addr_in_use(m: re.Match[str], msg: str):
+    if _NCCL_SOCKET.search(msg):
+        return None  # NCCL could not bind one of its own sockets: an NCCL error, not the c10d store's port
     f: dict = {"errno": 98}
     p = re.search(r"(?:\]|\d):(\d{2,5})\b[^\n]*?(?:errno|Address)|port:? (\d{2,5})", msg)
     if p:
@@ -520,16 +526,22 @@ def _catalogue_rule(entry: catalogue.Entry, pattern: str) -> Rule:
                 f["vendor_err_meaning"] = catalogue.IB_VENDOR_ERR[f["vendor_err"]]
         if kind == "dataloader_worker_killed":
             if "worker_signal" in f:
-                f["signal"] = f["worker_signal"]
+                # as Python's strsignal prints it in "killed by signal: Bus error" (the worker's own line is lower case)
+                f["worker_signal"] = f["signal"] = f["worker_signal"][:1].upper() + f["worker_signal"][1:]
             pids = [int(x) for x in re.findall(r"\d+", str(f.get("worker_pids", "")))]
             if pids:
                 f["pid"], f["pids"] = pids[0], pids
+        if kind == "disk_full" and "dest" in f:
+            f["source_path"] = f["path"]  # os.replace/shutil.move's "src -> dst": the full file system is the target's
+            f["path"] = f.pop("dest")
         if kind == "connection_reset":
             peer = re.search(r"remote=\[?([\w.:-]+?)\]?:(\d+)\)|peer \[?([\w.:-]+?)\]?:(\d+)", msg)
             if peer:
                 host, port = (peer[1], peer[2]) if peer[1] else (peer[3], peer[4])
                 f["peer"], f["port"] = f"{host}:{port}", int(port)
         f.update(entry.facts)
+        if kind == "sigbus" and ("DataLoader worker" in msg or "encountered in worker" in msg):
+            f["signal"] = "Bus error"  # a DataLoader worker's: the signal as the DataLoader's message prints it
         return kind, f
 
     keys = entry.keywords
@@ -678,7 +690,12 @@ RULES: list[Rule] = [
          lambda m, msg: ("srun_task_exit", {"tasks": m["tasks"], "exitcode": int(m["code"])})
          if m["code"] != "0" else None),
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
-    Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"),
+    # a skipped step in other words: ColossalAI's "found inf during ShardedOptimV2 step", "inf found in gradients"
+    Rule("found inf", R(r"[Ff]ound inf(?:s|/nan)? (?:in|during) [\w .]{0,40}step"), _overflow),
+    Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"
+                      # the loss scaler's own sentence, in any trainer's words (fairseq: "overflow detected,
+                      # setting loss scale to: 0.0625")
+                      r"|[Oo]verflow[\w ]{0,30}, (?:setting|reducing|decreasing) (?:the )?loss[ _]scale to"),
          _overflow),
     # "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
     Rule("already at minimum", R(r"loss scale already at minimum"), _overflow),
@@ -692,6 +709,9 @@ RULES: list[Rule] = [
                     r"['\"]?(?P<v>\d+\.\d+(?:\.\d+)?(?:[a-z]+\d*)?(?:\+[\w.]+)?)"), _torch_version),
     Rule("NCCL version", R(r"NCCL version:? (\d+\.\d+\.\d+(?:\+\S+?)?)(?:[,\s]|$)"), _nccl_version),
     Rule("orld", R(r"(?:world[_ ]size|WORLD_SIZE)\s*[=:]?\s*(?P<n>\d+)\b"), _world_size),
+    # Lightning, printed by each rank as it joins: "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2"
+    Rule("GLOBAL_RANK", R(r"GLOBAL_RANK: (?P<r>\d+), MEMBER: \d+/(?P<n>\d+)"),
+         lambda m, msg: ("world_size", {"world_size": int(m["n"]), "own_rank": int(m["r"])})),
     Rule("dtype", R(r"(?:dtype|precision)['\"]?\s*[=:]\s*['\"]?(float16|bfloat16|float32|fp16|bf16)"), _dtype,
          ("precision",)),
     # a precision switch that is on: "--bf16", "bf16=True", "'fp16': True", "fp16: enabled"
@@ -714,6 +734,8 @@ KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
        "Error", "Exception", "torchrun", "deepspeed", "accelerate launch",
        "ECC", "double bit", "double-bit", "Killed", "Out of memory", "Connection refused", "errno: 111", "Address already in use", "EADDRINUSE", "errno", "Root Cause",
        "loss", "Loss", "LOSS", "iteration",
+       # a loss printed by another name: cross-entropy (OpenNMT-py "xent:"), perplexity (its exp)
+       "xent", "cross_entropy", "ppl:", "ppl=", "ppl ", "perplexity",
        # a record's counter alone on a line, its fields below it (Composer's "[batch=12/100]:", OLMo's "[step=10/..]")
        "[batch=", "[step=", "[iter=", "[global_step=", "=== Step ", "=== step "]))
 #: Prefilter patterns that are not literals: NCCL return-code chains after a source line ("socket.cc:47

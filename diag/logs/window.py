@@ -108,6 +108,21 @@ def robust(values: list[float]) -> tuple[float, float]:
 #: often a third too small, and a 6-sigma rule on it fires on an ordinary hard batch of a noisy run)
 NOISE_HISTORY = 500
 
+#: An excerpt of a few records: a jump is named before the usual history only when it is far beyond any noise.
+#: A loss spike with 1-2 losses before it: at least this many times their median (and spike_min_abs above it).
+SHORT_LOSS_RATIO = 10.0
+#: Records of history the grad-norm rule normally waits for.
+GRAD_HISTORY = 5
+
+
+def short_grad_ratio(k, spike_ratio: float, explosion_ratio: float):
+    """The grad-norm jump ratio needed after ``k`` earlier records (array or int): the usual ``spike_ratio``
+    from GRAD_HISTORY on; before, an explosion ten times larger for each record short of three
+    (1 record: 100x the explosion ratio, 2: 10x, 3-4: the explosion ratio); none before the first record."""
+    k = np.asarray(k)
+    short = explosion_ratio * 10.0 ** np.maximum(0, 3 - k)
+    return np.where(k >= GRAD_HISTORY, spike_ratio, np.where(k >= 1, short, np.inf))
+
 
 def step_noise(history, med: float, k: float = 1.0) -> float:
     """How far above ``med`` the loss may go by the run's record-to-record noise: ``k`` sigmas of the robust spread

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 
 from llmdiag.logs.config import Settings
-from llmdiag.logs.window import step_noise
+from llmdiag.logs.window import SHORT_LOSS_RATIO, short_grad_ratio, step_noise
 
 #: float columns of the table (NaN = not printed)
 FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",
@@ -110,12 +110,10 @@ def nan_values(t: StepTable, idx: Sequence[int]) -> list[dict]:
             f["last_finite_loss"] = t.get("loss", finite[-1])
         out.append(_finding("nan_loss", t, first, f"loss is NaN/Inf from {_x(t, first)[0]} {steps[0]} "
                             f"({len(steps)} record(s))", f))
-    nan_gn = [k for k in idx if (v := t.get("grad_norm", k)) is not None and not math.isfinite(v)
-              and k not in nan_loss]
+    nan_gn = [k for k in idx if (v := t.get("grad_norm", k)) is not None and not math.isfinite(v)]
     if nan_gn:
         k = nan_gn[0]
-        out.append(_finding("nan_grad_norm", t, k, f"grad norm is NaN/Inf at {_x(t, k)[0]} {_x(t, k)[1]} "
-                            "while the loss is finite",
+        out.append(_finding("nan_grad_norm", t, k, f"grad norm is NaN/Inf at {_x(t, k)[0]} {_x(t, k)[1]}",
                             {"nan_grad_norm_first_step": _x(t, k)[1], "nan_count": len(nan_gn), "value": "nan"}))
     zeros = [k for k in idx if t.get("loss", k) == 0.0]
     if zeros:
@@ -139,10 +137,13 @@ def loss_spikes(t: StepTable, idx: Sequence[int], s: Settings) -> list[dict]:
     i = 0
     while i < len(pts):
         k, v = pts[i]
-        if len(window) >= 3:
+        if len(window) >= 1:
             med, sigma = _robust(window[-s.window:])
             thr = med + max(s.spike_spread_k * sigma, s.spike_min_rel * abs(med), s.spike_min_abs,
                             step_noise(window, med, s.spike_spread_k))
+            if len(window) < 3:  # a few records only: a jump of SHORT_LOSS_RATIO times the baseline
+                thr = med + max(s.spike_min_abs, (SHORT_LOSS_RATIO - 1) * abs(med),
+                                step_noise(window, med, s.spike_spread_k))
             if v > thr:
                 j = i
                 while j + 1 < len(pts) and pts[j + 1][1] > med + (thr - med) / 2:
@@ -175,11 +176,11 @@ def grad_norm_jumps(t: StepTable, idx: Sequence[int], s: Settings, spikes: list[
     pts = [(k, v) for k in idx if (v := t.get("grad_norm", k)) is not None and math.isfinite(v) and v > 0]
     spike_lines = {f["line"] for f in spikes}
     jumps = []
-    for i in range(5, len(pts)):
+    for i in range(1, len(pts)):
         base = [v for _, v in pts[max(0, i - s.window):i]]
         med = statistics.median(base)
         k, v = pts[i]
-        if med > 0 and v / med >= s.grad_spike_ratio:
+        if med > 0 and v / med >= float(short_grad_ratio(i, s.grad_spike_ratio, s.grad_explosion_ratio)):
             jumps.append((k, v, med, i))
     if not jumps:
         return []

@@ -14,7 +14,7 @@ EXPECTED = {
     "failing/hang.log": ["hang_no_progress"],
     "failing/hang_no_ts.log": ["hang_no_progress"],
     "failing/heartbeat.log": ["nccl_heartbeat_stuck"],
-    "failing/megatron_nan.log": ["nan_loss"],
+    "failing/megatron_nan.log": ["nan_grad_norm", "nan_loss"],  # both printed NaN: both named
     "failing/mpirun_segv.log": ["segfault"],
     "failing/oom_old.log": ["cuda_oom"],
     "failing/rdzv_new.log": ["rendezvous_address_in_use"],
