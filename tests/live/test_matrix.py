@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import socket
+import sys
 import subprocess
 import warnings
 from pathlib import Path
@@ -39,6 +40,8 @@ class Case:
     says: str = ""  # the failing rank's own error, as the finding's exception_message carries it
     also: tuple = ()  # kinds that must be found besides (the signal of a worker's death)
     launch: str = "torchrun"  # or "accelerate" (accelerate launch --multi_gpu, which runs torch's elastic agent)
+    env: tuple = ()  # more environment for the job: (("LIVE_BAR", "none"),)
+    no_first_rank: bool = False  # no rank can be called the first to fail (only a victim's report is in the log)
 
 
 def any_of(*kinds: str) -> frozenset:
@@ -90,6 +93,15 @@ CASES = {
     "hf-sigsegv": Case("hf", "sigsegv", any_of("segfault"), rank=RANK),
     "accelerate-healthy": Case("hf", dead=False, launch="accelerate"),
     "accelerate-sigkill": Case("hf", "sigkill", any_of("sigkill"), rank=RANK, launch="accelerate"),
+    # Lightning starts its own ranks (no launcher, no ChildFailedError): a rank that dies leaves only its peer's
+    # gloo "pair.cc ... Connection reset by peer"; the rank that went silent is the suspect, nobody failed first
+    "lightning-healthy": Case("lightning", dead=False, launch="lightning"),
+    "lightning-sigkill": Case("lightning", "sigkill", any_of("peer_lost"), suspect=RANK, launch="lightning",
+                              no_first_rank=True),
+    "lightning-exception": Case("lightning", "exception", any_of(*RAISED), rank=RANK, says="injected failure",
+                                launch="lightning"),
+    "lightning-nan_loss": Case("lightning", "nan_loss", any_of("nan_loss"), STEP, dead=False, on_rank=None,
+                               launch="lightning", env=(("LIVE_BAR", "none"),)),
 }
 
 
@@ -101,8 +113,8 @@ def _tmpfs(path: Path) -> bool:
 
 
 def _job(tmp_path: Path, case: Case) -> tuple[int, Path]:
-    script = HERE / ("train_ddp.py" if case.trainer == "ddp" else "train_hf.py")
-    env = {"LIVE_FAULT": case.fault, "LIVE_STEP": str(STEP)}
+    script = HERE / {"ddp": "train_ddp.py", "hf": "train_hf.py", "lightning": "train_lightning.py"}[case.trainer]
+    env = {"LIVE_FAULT": case.fault, "LIVE_STEP": str(STEP), **dict(case.env)}
     if case.on_rank is not None:
         env["LIVE_RANK"] = str(case.on_rank)
     nodes = ["--nnodes", "1", "--master-port", str(free_port())]
@@ -116,6 +128,8 @@ def _job(tmp_path: Path, case: Case) -> tuple[int, Path]:
                  "--rdzv-conf", "join_timeout=5"]
     args = [str(script)] + ([str(tmp_path / "out")] if case.trainer == "hf" else [])
     argv = launcher("torchrun") + nodes + ["--nproc-per-node", "2"] + args
+    if case.launch == "lightning":  # Lightning's DDP starts the second process itself
+        argv = [sys.executable, str(script)]
     if case.launch == "accelerate":  # its --cpu mode needs MPI for two processes; this one runs on CPU too
         argv = launcher("accelerate") + ["launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                                          "--mixed_precision", "no", "--dynamo_backend", "no",
@@ -141,6 +155,9 @@ def _job(tmp_path: Path, case: Case) -> tuple[int, Path]:
 def _params():
     for name, case in CASES.items():
         marks = [pytest.mark.xfail(reason=case.xfail, strict=False)] if case.xfail else []
+        if case.trainer == "lightning":
+            marks.append(pytest.mark.skipif(importlib.util.find_spec("lightning") is None,
+                                            reason="lightning not installed (pip install -e .[test])"))
         if case.trainer == "hf" or case.launch == "accelerate":
             marks.append(pytest.mark.skipif(importlib.util.find_spec("transformers") is None
                                             or importlib.util.find_spec("accelerate") is None,
@@ -181,13 +198,18 @@ def test_live_case(tmp_path, case):
         assert doc.get("first_failing_rank") == case.rank, seen
     assert set(case.also) <= set(kinds), (case.also, seen)
     if case.fault in STOPS_AT_STEP:
-        assert doc["metrics"].get("num_steps_with_loss") == STEP - 1, (doc["metrics"], seen)
-        if case.trainer == "ddp":
-            assert doc["metrics"].get("last_step") == STEP - 1, (doc["metrics"], seen)
+        # Lightning counts its global step from 0: the fault at global step STEP stops it after STEP records
+        done = STEP if case.trainer == "lightning" else STEP - 1
+        assert doc["metrics"].get("num_steps_with_loss") == done, (doc["metrics"], seen)
+        # the Trainer prints no step and a dead run no summary: its records are placed by the progress bar's
+        # count after the last one (epochs.bar_summary)
+        assert doc["metrics"].get("last_step") == done, (doc["metrics"], seen)
     if case.says:
         assert any(case.says in str(f["facts"].get("exception_message", "")) for f in found), seen
     if case.suspect is not None:
         assert doc.get("suspect_ranks") == [case.suspect], seen
+    if case.no_first_rank:
+        assert doc.get("first_failing_rank") is None, seen
 
 
 def test_worker_bus_error_is_sigbus_whichever_check_sees_it_first(tmp_path):
