@@ -275,6 +275,11 @@ class LogAnalyzer:
                                   pre.clock if pre.clock is not None else again.clock)
         if _WIDE_GAP in pre.message:  # a terminal-wrapped line pasted back with its padding
             pre = pre._replace(message=_PADDING.sub("", pre.message))
+        m = pre.message
+        if len(m) > 4 and ((m[:2] == "**" == m[-2:] and m[2] != "*" and m[-3] != "*") or m[0] == "`" == m[-1]):
+            # a line pasted into markdown as bold or code ("**RuntimeError: CUDA error: ...**"): its text is inside
+            # (not Slurm's and glibc's own "*** ... ***")
+            pre = pre._replace(message=m[2:-2].strip() if m[0] == "*" else m[1:-1].strip())
         return pre
 
     def __call__(self, file: str, lineno: int, text: str) -> int:

@@ -512,6 +512,10 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             fa["loss_scale_at_minimum"] = True
             f["severity"] = ERROR
             f["message"] += "; the loss scale reached its minimum and the run was ended"
+        elif any(e.facts.get("overflow_ended_run") for e in ovs):
+            fa["overflow_ended_run"] = True  # the trainer's own overflow monitor stopped the run
+            f["severity"] = ERROR
+            f["message"] += "; the trainer ended the run after overflow after overflow"
         elif pinned_overflows(ovs):
             # "Attempted loss scale: 1, reducing to 1" again and again: the scaler is at its floor and every
             # step is skipped; the job runs on without training (a dead run, not a warning)
@@ -693,6 +697,38 @@ def _srun_task_ranks(findings: list[dict], an) -> None:
             f["facts"].setdefault("rank_from", "srun task number (SLURM_PROCID)")
 
 
+def _raised_before_the_root(cf: dict, events: list[Event], findings: list[dict]) -> int | None:
+    """torchrun's Root Cause is the worker that *exited* first. A rank that only lost its peer (gloo's "Connection
+    closed by peer", then an abort on its way out) can exit before the peer that raised finishes: when the Root
+    Cause rank's own exception is such an echo and exactly one other rank raised an exception of its own, that
+    rank failed first. Its exception becomes a finding, the Root Cause rank's signal a consequence; the
+    summary's Root Cause stays in the child_failed finding."""
+    first: dict[int, Event] = {}
+    for e in events:
+        if e.kind == "exception" and isinstance(e.rank, int):
+            first.setdefault(e.rank, e)
+    own = first.get(cf["rank"])
+    if own is None or not _ECHO_EXC.search(str(own.facts.get("exception_message", ""))):
+        return None
+    others = [r for r, e in first.items()
+              if r != cf["rank"] and not _ECHO_EXC.search(str(e.facts.get("exception_message", "")))]
+    if len(others) != 1:
+        return None
+    culprit = others[0]
+    cf["facts"]["root_cause_only_lost_its_peer"] = True
+    cf["cause"] = (f"torchrun's Root Cause (rank {cf['rank']}, the first to exit) only reports that its peer went "
+                   f"away; rank {culprit} raised first")
+    for f in findings:
+        if f["rank"] == cf["rank"] and f["kind"] in signatures.SIGNAL_KIND.values():
+            f["facts"]["listed_beside_root_cause"] = True  # the lost peer's abort on its way out
+    if not any(f["rank"] == culprit and f["severity"] == ERROR for f in findings):
+        ex = first[culprit]
+        f = _base("python_exception", ex)
+        f["message"] = f"{ex.facts['exception_type']}: {ex.facts['exception_message']}"[:300]
+        findings.append(f)
+    return culprit
+
+
 def _secondary(f: dict) -> bool:
     """A finding that follows another failure (after the rank's own timeout, or a worker the launcher's stop
     ended beside the root cause): it ranks after the failures that are not."""
@@ -860,6 +896,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     metrics = {k: _clean(v) for k, v in _metrics(an, ser, rank).items()}
     _mark_consequences(findings, an.events)
     _srun_task_ranks(findings, an)
+    cf = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None)
+    culprit = _raised_before_the_root(cf, an.events, findings) if cf is not None else None
     roots = sorted(findings, key=lambda f: (_secondary(f), PRIORITY.index(f["kind"])))
     root_causes = [{"kind": f["kind"], "rank": f["rank"], "line": f["line"], "file": f["file"],
                     "summary": f["message"], "cause": f["cause"], "runbook": f["runbook"]} for f in roots[:5]]
@@ -869,6 +907,9 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
         next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
               and f["kind"] not in _VICTIM_KINDS and not _secondary(f)), None)
+    first_rank = first_fail["rank"] if first_fail else None
+    if culprit is not None:
+        first_rank = culprit
     # the collective timeout whose suspects the document names: NCCL's, else another backend's
     timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None) or \
         next((f for f in findings if (f["kind"] in _TIMEOUT_KINDS or f["kind"] == "peer_lost")
@@ -893,7 +934,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     return {
         "schema_version": SCHEMA_VERSION, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
-        "first_failing_rank": first_fail["rank"] if first_fail else None,
+        "first_failing_rank": first_rank,
         "first_reporting_rank": _first_reporter(timeout, findings),
         "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
         "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,

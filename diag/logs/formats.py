@@ -78,15 +78,20 @@ AVERAGE_LOSS = frozenset({"avg loss", "avr_loss", "avg_loss"})
 #: key that contains "loss" and is none of these (an evaluation's loss, the loss scale, a running average)
 OTHER_LOSS_WORDS = ("val", "valid", "eval", "test", "dev", "scale", "scaler")
 AVERAGE_LOSS_WORDS = ("avg", "average", "mean", "running", "smooth", "ema")
-_LOSS_LIKE = re.compile(r"(?<![\w/.-])['\"]?(?P<key>(?:[A-Za-z_][\w/.-]*?)?loss[\w/.-]*?)['\"]?\s*[:=]\s*['\"]?(?P<val>"
-                        + NUM + r")(?![\w.:])", re.IGNORECASE)  # "loss_scaler.py:181:update_scale" is a source location
+#: a scalar printed inside its type's repr: torch's "tensor(0.6924, device='cuda:0', ...)", numpy's
+#: "np.float32(0.69)", jax's "Array(0.69, dtype=float32)"
+_WRAP = r"(?:tensor\(|(?:np\.|numpy\.)?float(?:16|32|64)\(|Array\()"
+# a value ends where no word character, colon or decimal-like ".x" follows: a sentence's full stop may
+# ("train_mel_loss_before = nan."); "loss_scaler.py:181:update_scale" is a source location
+_LOSS_LIKE = re.compile(r"(?<![\w/.-])['\"]?(?P<key>(?:[A-Za-z_][\w/.-]*?)?loss[\w/.-]*?)['\"]?(?:\s*[:=]\s*"
+                        r"(?:['\"]|" + _WRAP + r")?|\s+" + _WRAP + r")(?P<val>" + NUM + r")(?![\w:]|\.\w)", re.IGNORECASE)
 
 _KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
 # key, separator, optional opening bracket or quote (a value printed as a string: transformers 5
 # logs its records' numbers quoted, {'loss': '5.383'}; the closing quote must match), number, unit
 FIELD = re.compile(
     r"(?<![\w/.-])['\"]?(?P<key>" + _KEYS + r")['\"]?"
-    r"(?P<sep>\s*[:=]\s*|\s+)(?:\[|(?P<q>['\"]))?(?P<val>" + NUM + r")(?(q)(?P=q))(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
+    r"(?P<sep>\s*[:=]\s*|\s+)(?:\[|(?P<q>['\"])|" + _WRAP + r")?(?P<val>" + NUM + r")(?(q)(?P=q))(?![\w.])?(?P<unit>\s?(?:ms|s|GiB|GB|MiB|MB|%|TFLOPS)\b)?",
     re.IGNORECASE,
 )
 # plain key=value lines (the llmdiag trainer, most custom loops): one simple token regex is
@@ -211,6 +216,10 @@ def parse_progress(msg: str) -> dict | None:
             continue  # "steps:   4%|▍  | 123/3280": a tqdm bar's percentage is not a counter
         canon, v = _unit_scale(canon, f["unit"] or "", v)
         if canon in rec:
+            if canon == "loss" and not math.isfinite(v):
+                # another loss of the record (a component: DPO/ORPO's nll_loss) is NaN: the step is a NaN step,
+                # whatever its headline loss (the HF Trainer's NaN filter prints that one as 0)
+                rec["nan_iters"] = max(rec.get("nan_iters", 0), 1)
             continue
         rec[canon] = v
     _average_if_alone(rec)

@@ -292,6 +292,11 @@ def _cuda_error(m: re.Match[str], msg: str):
     return "cuda_error", f
 
 
+def _cuda_error_named(text: str, msg: str):
+    """A CUDA error known by what printed it, not by a "CUDA error: <text>" sentence."""
+    return _cuda_error(re.match(r"(?P<text>.*)", text), msg)
+
+
 def _xid(m: re.Match[str], msg: str):
     rest = m["rest"].strip()
     rest = re.sub(r"^pid=[^,]*,\s*(?:name=[^,]*,\s*)?", "", rest).strip().rstrip(".")
@@ -388,19 +393,6 @@ def _unique_id_timeout(m: re.Match[str], msg: str):
     return "rendezvous_timeout", f
 
 
-def _launcher_exit(m: re.Match[str], msg: str):
-    """The DeepSpeed launcher's "[...] exits with return code = -9" (a negative code is the signal)."""
-    code = int(m["code"])
-    kind = SIGNAL_KIND.get(-code)
-    if not kind:
-        return None
-    f: dict = {"exitcode": code, "signal": SIGNALS[-code]}
-    lr = re.search(r"--local_rank=(\d+)", msg)
-    if lr:
-        f["local_rank"] = f["failed_local_rank"] = int(lr[1])
-    return kind, f
-
-
 def _spawn_signal(m: re.Match[str], msg: str):
     """torch.multiprocessing: "process 1 terminated with signal SIGKILL"."""
     num = next((n for n, v in catalogue.SIGNALS.items() if v[0] == m["name"]), None)
@@ -470,6 +462,9 @@ def _launcher_exit(m: re.Match[str], msg: str):
     lr = re.search(r"--local_rank[= ](\d+)", msg)
     if lr:
         f["local_rank"] = f["failed_local_rank"] = int(lr[1])
+    rk = re.search(r"process rank (\d+)", msg)  # mpirun names the rank
+    if rk:
+        f["rank"] = int(rk[1])
     return kind, f
 
 
@@ -562,6 +557,8 @@ def _overflow(m: re.Match[str], msg: str):
         f["hysteresis"] = True
     if "already at minimum" in msg:  # the scaler gave up: DeepSpeed / apex end the run with this exception
         f["loss_scale_at_minimum"] = True
+    if re.search(r"(?i)in a row|exiting", msg):  # GPT-NeoX: "Skipped 50 iterations in a row due to Overflow - Exiting"
+        f["overflow_ended_run"] = True
     rk = re.search(r"Rank (\d+)", msg)
     if rk:
         f["rank"] = int(rk[1])
@@ -638,6 +635,19 @@ RULES: list[Rule] = [
     Rule("CUDA error", R(r"(?:CUDA error|HIP error|cuda runtime error \(\d+\) ?): (?P<text>[^\n]*?)(?:$|\n"
                          r"| CUDA kernel errors| HIP kernel errors| Compile with| at /\S+:\d+$)"), _cuda_error,
          ("cuda runtime error", "HIP error")),
+    # the CUDA libraries' own status names, where no "CUDA error:" sentence carries them (Caffe/glog "Check failed:
+    # status == CUBLAS_STATUS_SUCCESS (13 vs. 0)  CUBLAS_STATUS_EXECUTION_FAILED"); ALLOC_FAILED is read above
+    # (not in a warning: cuDNN v8's "Warning: ... cudnn_status: CUDNN_STATUS_NOT_SUPPORTED" is printed by healthy runs
+    # while it tries plans)
+    Rule("_STATUS_", R(r"^(?!.*(?:[Ww]arning|\[W\d| W\d{4} ))(?!.*CUDA error: ).*?(?P<text>(?:CUBLAS|CUDNN|CUSOLVER|"
+                       r"CUSPARSE|CUFFT)_STATUS_(?!SUCCESS\b|ALLOC_FAILED\b)[A-Z_]+)"), _cuda_error),
+    # THC's "THCudaCheck FAIL file=.../THCCachingHostAllocator.cpp line=271 error=4 : unspecified launch failure"
+    Rule("THCudaCheck FAIL", R(r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ : (?P<text>.+?)\s*(?:\s[x|│])?\s*$"),
+         _cuda_error),
+    # a CUDA kernel's failed assertion ("Indexing.cu:1422: indexSelectLargeIndex: block: [31,0,0], thread: [0,0,0]
+    # Assertion `srcIndex < srcSelectDimSize` failed."): the device-side assert that "CUDA error:" reports later
+    Rule("Assertion `", R(r"\.(?:cu|cuh|hip):\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] (?P<text>Assertion `)"),
+         lambda m, msg: _cuda_error_named("device-side assert triggered", msg)),
     # not an Xid 79 line, which says the same and is read above
     Rule("fallen off the bus", R(r"^(?!.*Xid).*NVRM: .*fallen off the bus"), _fallen_off_bus),
     Rule("Xid", R(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),(?P<rest>.*)"), _xid),
@@ -665,7 +675,6 @@ RULES: list[Rule] = [
     Rule("run", R(r"^(?:torchrun|python3? -m torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch)\b.*"),
          _launcher),
     Rule("Signal", R(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)"), _signal),
-    Rule("exits with return code", R(r"\] exits with return code = (?P<code>-\d+)"), _launcher_exit),
     # ProcessGroupNCCL's own notice before it aborts the process (every PyTorch since 1.8): a collective failed
     # or timed out; the line that says which usually precedes it
     Rule("failed or timed out", R(r"Some NCCL operations have failed or timed out|we are taking the entire process "
@@ -680,6 +689,10 @@ RULES: list[Rule] = [
     Rule("exit code", R(r"(?i:exit(?:ed with)? ?(?:code|status))[:=]?\s*(?P<code>13[4579])\b"), _exit_status_signal,
          ("exit status", "exitCode", "Exit Code", "exited with code")),
     Rule("died with <Signals", R(r"died with <Signals\.SIG\w+: (?P<num>\d+)>"), _launcher_exit),
+    # Open MPI's "mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).", and
+    # the same shape from other launchers (terminated / killed on signal N); UCX's "Caught signal 11 (...)"
+    Rule("on signal", R(r"(?:exited|terminated|killed|died) on signal (?P<num>\d+)\b"), _launcher_exit),
+    Rule("Caught signal", R(r"Caught signal (?P<num>\d+) \("), _launcher_exit),
     Rule("CANCELLED AT", R(r"\*\*\* (?:JOB|STEP) (?P<job>[\w.]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<at>\S+) \*\*\*"),
          _slurm_cancel),
     Rule("Aborted", R(r"line \d+:\s+(?P<pid>\d+) (?P<what>Aborted|Bus error|Segmentation fault)\b"), _shell_signal,
@@ -692,6 +705,8 @@ RULES: list[Rule] = [
     Rule("OVERFLOW", R(r"OVERFLOW!|[Gg]radient overflow|gradient overflow detected"), _overflow),
     # a skipped step in other words: ColossalAI's "found inf during ShardedOptimV2 step", "inf found in gradients"
     Rule("found inf", R(r"[Ff]ound inf(?:s|/nan)? (?:in|during) [\w .]{0,40}step"), _overflow),
+    # steps skipped because of overflows, in that order of words ("Skipped 50 iterations in a row due to Overflow")
+    Rule("due to", R(r"(?i)\bskipp\w*\b[^.]{0,60}\bdue to (?:fp16 |gradient |grad )?overflow"), _overflow),
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"
                       # the loss scaler's own sentence, in any trainer's words (fairseq: "overflow detected,
                       # setting loss scale to: 0.0625")

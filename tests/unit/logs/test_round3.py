@@ -1,5 +1,6 @@
-"""A third round of unseen logs (data/round3/README.md): real failure excerpts and progress logs from public
-reports, and logs that real frameworks wrote here with injected faults; labelled before the analyzer read them.
+"""The third and fourth rounds of unseen logs (data/round3/README.md, data/round4/README.md): real failure excerpts
+and progress logs from public reports, and logs that real frameworks wrote here with injected faults; labelled before
+the analyzer read them.
 
 Failure and progress excerpts: labels exactly and every fact, as ``test_manifest`` holds the shared sets.
 Live logs: every injected kind is found (the analyzer may name more, e.g. the exception a rank raised), a
@@ -19,7 +20,8 @@ from llmdiag.cli import cli
 from tests.unit.logs.test_manifest import fact, same
 
 DATA = Path(__file__).parent / "data" / "round3"
-SETS = ("failures", "progress", "live")
+#: the sets, by their directory under data/ (round4/README.md: the same procedure, a later round)
+SETS = ("failures", "progress", "live", "../round4/frameworks", "../round4/system")
 CASES = [(s, c) for s in SETS for c in json.loads((DATA / s / "manifest.json").read_text())]
 
 KNOWN = {
@@ -31,6 +33,14 @@ KNOWN = {
                                  "history needs (window.short_grad_ratio)",
     ("progress", "case_23.log"): "mmf's time per 100 iterations grows by about 15 %: no throughput drop by the "
                                  "rule (a fall below 70 %), and its label is a judgement call",
+    ("../round4/frameworks", "case_20.log"): "TensorFlowTTS prints each loss of a step on a line of its own; the "
+                                              "first line's (finite) is the step's record, the NaN mel losses of the "
+                                              "same step on the lines after it are duplicates of that step",
+    ("../round4/frameworks", "case_21.log"): "bare '<step> <value>' pairs with no metric name at all: nothing says "
+                                              "the value is a loss",
+    ("../round4/system", "case_26.log"): "a Slurm step CANCELLED AT ... with no reason and no other error is named "
+                                         "slurm_cancelled (the job is dead: it must not pass); the label has no word "
+                                         "for it",
 }
 
 
