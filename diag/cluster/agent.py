@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmdiag.cluster import clock, facts, gather, groupbackend, merge, portmatrix, presence, reach, sharedfs
-from llmdiag.cluster.rendezvous import Roster, StoreSession
+from llmdiag.cluster.rendezvous import RankTaken, Roster, StoreSession
 from llmdiag.cluster.world import World
 from llmdiag.registry import is_group_probe
 from llmdiag.result import ClusterReport, Evidence, NodeReport, Result, Status
@@ -94,7 +94,8 @@ class _GroupGuard:
             if kind == failures.PEER_LEFT:
                 left = self._who_left(str(exc))
                 who = ", ".join(left) if left else "a node"
-                summary = f"not completed: {who} left the group mid-collective (its process or host died): {line}"
+                why = "" if left and all("still alive" in n for n in left) else " (its process or host died)"
+                summary = f"not completed: {who} left the group mid-collective{why}: {line}"
             else:
                 summary = f"not completed: a collective passed the group's timeout (a peer stalled): {line}"
             yield Result(probe=self._probe.name, check="group", node=ctx.node, status=Status.SKIP, summary=summary,
@@ -121,6 +122,7 @@ class Agent:
         self.deadline = self.start + options.timeout_s
         self._cleanup: list[Callable[[], None]] = []
         self.group_cut = False  # a group probe was cut mid-collective
+        self.group_failed = False  # the process group was tried and did not form
         self._death_store = None  # rank 0: the store connection presence deaths are written on
         self._workers: dict[int, Any] = {}  # local rank -> the process of this node's extra group rank
         if getattr(ctx, "services", None) is not None:
@@ -295,9 +297,19 @@ class Agent:
             return False
         self._presence(join_deadline)
         self.session.start_heartbeat()
-        self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(), "address": iface.get("address"),
-                           "pid": os.getpid(), "time": time.time(),
-                           "devices": groupbackend.node_devices() if self.wants_group else None})
+        try:
+            self.session.join({"node": self.ctx.node, "hostname": socket.gethostname(),
+                               "address": iface.get("address"), "pid": os.getpid(), "time": time.time(),
+                               "devices": groupbackend.node_devices() if self.wants_group else None})
+        except RankTaken as exc:
+            h = exc.holder
+            self.add("node-rank", "fail", f"node rank {w.node_rank} is already held by {h.get('node')} "
+                     f"({h.get('address') or h.get('hostname')}, pid {h.get('pid')}): two nodes were started with "
+                     f"the same node rank, so this one left the run", runbook="launcher-variables",
+                     remediation="Give every node its own NODE_RANK (0 .. NNODES-1); with torchrun, "
+                                 "--node-rank or the c10d rendezvous (--rdzv-backend c10d) assigns them.",
+                     data={"node_rank": w.node_rank, "held_by": h})
+            return False
         self.log(f"{self.ctx.node} joined the rendezvous at {target} as node rank {w.node_rank} of {w.nnodes}")
         if w.is_root:
             ts = clock.TimeServer(token="pending")
@@ -570,9 +582,30 @@ class Agent:
                 import torch
 
                 torch.cuda.set_device(0)  # this node's local rank 0 drives its first visible GPU
-            dist.init_process_group(backend, store=PrefixStore(groupworker.PG_PREFIX, self.session._server),
-                                    rank=me, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
+            # gloo's full-mesh connect does not keep to the group's timeout when one pair's packets are silently
+            # dropped (40 s against an 8 s timeout, measured): the join runs in a thread of its own and is given up
+            # at the timeout, within the budget; a group that did not form is never used
+            box: dict[str, BaseException] = {}
+
+            def form() -> None:
+                try:
+                    dist.init_process_group(backend, store=PrefixStore(groupworker.PG_PREFIX, self.session._server),
+                                            rank=me, world_size=world_size,
+                                            timeout=datetime.timedelta(seconds=timeout))
+                except BaseException as exc:  # noqa: BLE001
+                    box["error"] = exc
+
+            t = threading.Thread(target=form, name="llmdiag-group-join", daemon=True)
+            t.start()
+            t.join(max(1.0, min(timeout + 2.0, self.left(3.0))))
+            if t.is_alive():
+                self.group_cut = True  # half-formed: never destroyed nor waited on
+                raise TimeoutError(f"joining it did not finish within {max(1.0, min(timeout + 2.0, self.left(3.0))):.0f}"
+                                   " s (a pair of nodes that cannot connect: see the port matrix)")
+            if "error" in box:
+                raise box["error"]
         except Exception as exc:  # noqa: BLE001
+            self.group_failed = True
             gone = [f"local rank {k} exited with code {p.returncode}" for k, p in self._workers.items()
                     if p.poll() not in (None, 0)]
             self.add("process-group", "warn", f"the {backend} group over {len(ranks)} nodes could not form: "
@@ -616,6 +649,10 @@ class Agent:
             return []
         from llmdiag.runner import run_probes
 
+        if self.group_failed:
+            return [Result(probe=p.name, check="probe", node=self.ctx.node, status=Status.SKIP,
+                           summary="not run: the process group over the nodes did not form (see process-group and "
+                                   "the port matrix)", runbook="nccl-timeout") for p in self.group_probes]
         if "process_group" not in self.ctx.services:
             return list(run_probes(self.group_probes, self.ctx, parallel=1).results)
         # One at a time, in the same order on every node (concurrent collectives would
@@ -652,11 +689,20 @@ class Agent:
         import re
 
         joins = self.session.join_info(self.roster.ranks) if self.session and self.roster else {}
-        by_addr = {j.get("address"): j.get("node") or f"node rank {r}" for r, j in joins.items() if j.get("address")}
+        by_addr = {j.get("address"): (r, j.get("node") or f"node rank {r}") for r, j in joins.items()
+                   if j.get("address")}
         named = [by_addr[a] for a in dict.fromkeys(re.findall(r"(\d{1,3}(?:\.\d{1,3}){3})", message))
-                 if a in by_addr and by_addr[a] != self.ctx.node]
+                 if a in by_addr and by_addr[a][1] != self.ctx.node]
         if named:
-            return named
+            # a peer still present (its presence connection and heartbeat) did not die: its side of the collective
+            # ended (cut at its own share of the budget, or it failed there); only a confirmed death says "died"
+            s = self.session
+            if s is not None:  # a death reaches rank 0's presence connection within moments of the peer's error
+                end = time.monotonic() + min(1.0, max(0.0, self.left(1.0)))
+                while time.monotonic() < end and all(s.alive(r) for r, _ in named):
+                    time.sleep(0.1)
+            return [name if s is None or not s.alive(r) else
+                    f"{name} (still alive: its side ended, e.g. cut at its share of the budget)" for r, name in named]
         return [joins.get(r, {}).get("node") or self.world.expected_name(r) for r in self.roster.ranks
                 if r != self.world.node_rank and not self.session.alive(r)] if self.session and self.roster else []
 
@@ -709,8 +755,14 @@ class Agent:
         t0 = time.monotonic()
         for r in self.roster.missing:
             lost.setdefault(r, "never joined the rendezvous")
+        try:
+            launch = merge.launch_checks(s.claims(), self.world.nnodes)
+        except Exception as exc:  # noqa: BLE001 - the store may be going away: the rest of the report stands
+            self.log(f"could not read the nodes' launcher claims: {exc}")
+            launch = []
         outcome.cluster = merge.build_report([doc] + [docs[r] for r in sorted(docs)], nnodes=self.world.nnodes,
                                              lost=lost, hosts=self.world.hosts, skew_warn_ms=self.opts.skew_warn_ms,
-                                             strict=self.opts.strict, duration_s=time.monotonic() - self.start)
+                                             strict=self.opts.strict, duration_s=time.monotonic() - self.start,
+                                             extra_results=launch)
         self.mark("aggregate", t0)
         return outcome

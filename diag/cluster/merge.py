@@ -10,6 +10,7 @@ the node they blame; ``sections`` carries the structured parts renderers show as
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,6 +90,80 @@ def build_report(docs: Sequence[Mapping[str, Any]], *, nnodes: int | None = None
         duration_s = run_elapsed(docs)
     return ClusterReport(command=command, nodes=tuple(nodes), cluster_results=tuple(results),
                          missing_nodes=tuple(missing_names), sections=sections, strict=strict, duration_s=duration_s)
+
+
+def _isolated_timeouts(problems: Sequence[Mapping[str, Any]], nports: int) -> list[Mapping[str, Any]]:
+    """Timeouts that are the only failure between their two nodes, on a port every other node reached, with
+    other ports tested between them: a lost packet (even after the retry), not a rule that drops a port."""
+    if nports < 2:
+        return []
+    per_pair: dict[tuple[str, str], int] = {}
+    per_port: dict[tuple[str, int], int] = {}
+    for p in problems:
+        per_pair[(p["src"], p["dst"])] = per_pair.get((p["src"], p["dst"]), 0) + 1
+        per_port[(p["dst"], p["port"])] = per_port.get((p["dst"], p["port"]), 0) + 1
+    return [p for p in problems if p["outcome"] == "timeout" and per_pair[(p["src"], p["dst"])] == 1
+            and per_port[(p["dst"], p["port"])] == 1]
+
+
+def _egress_culprits(problems: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Sources whose connections fail to two or more nodes that no other source fails to reach: the fault is
+    on the sending side (an egress rule), not on each receiver. src → its failed rows."""
+    by_src: dict[str, list[Mapping[str, Any]]] = {}
+    srcs_of: dict[str, set[str]] = {}
+    for p in problems:
+        if p["outcome"] == "busy":
+            continue
+        by_src.setdefault(p["src"], []).append(p)
+        srcs_of.setdefault(p["dst"], set()).add(p["src"])
+    return {s: rows for s, rows in by_src.items()
+            if len({p["dst"] for p in rows}) >= 2 and all(srcs_of[p["dst"]] == {s} for p in rows)}
+
+
+def launch_checks(claims: Sequence[Mapping[str, Any]], nnodes: int) -> list[Result]:
+    """What the nodes' launchers told them, compared (rendezvous claims: node, rank, node count, master port):
+    a node rank claimed by two nodes, a node count or master port that differs from the other nodes' (rank 0
+    included: the odd one is whichever differs from the rest), a rank outside the node count."""
+    out: list[Result] = []
+    first: dict[int, Mapping[str, Any]] = {}
+    for c in claims:
+        r = c.get("rank")
+        if not isinstance(r, int):
+            continue
+        held = first.setdefault(r, c)
+        if held is not c and (held.get("node"), held.get("pid")) != (c.get("node"), c.get("pid")):
+            # which of the two was given the wrong rank, the claims cannot tell: both are named, on both nodes
+            gap = [k for k in range(nnodes) if k not in {x.get("rank") for x in claims}]
+            why = (f"node rank {r} was claimed by both {held.get('node')} and {c.get('node')} (the second left the "
+                   f"run)" + (f"; node rank(s) {gap} never joined: one of the two was meant to be that" if gap else ""))
+            for node in (held.get("node"), c.get("node")):
+                out.append(Result(
+                    probe="cluster", check="node-rank", node=str(node), status=Status.FAIL, summary=why,
+                    remediation="Give every node its own NODE_RANK (0 .. NNODES-1).", runbook="launcher-variables",
+                    data={"node_rank": r, "claimed_by": [held.get("node"), c.get("node")], "never_joined": gap}))
+    for key, what, flag in (("nnodes", "node count", "NNODES"), ("master_port", "master port", "MASTER_PORT")):
+        values = Counter(c.get(key) for c in first.values() if c.get(key) is not None)
+        if len(values) < 2:
+            continue
+        (common, n), = values.most_common(1)
+        if n * 2 <= len(first):
+            common = nnodes if key == "nnodes" else common  # no majority: rank 0's
+        for r, c in sorted(first.items()):
+            if c.get(key) not in (None, common):
+                out.append(Result(
+                    probe="cluster", check="launcher-variables", node=str(c.get("node")), status=Status.FAIL,
+                    summary=f"{c.get('node')} (node rank {r}) was launched with {flag}={c.get(key)}, the other "
+                            f"nodes with {common}: its {what} differs from the job's",
+                    remediation=f"Set the same {flag} on every node.", runbook="launcher-variables",
+                    data={key: c.get(key), "common": common}))
+    for r, c in sorted(first.items()):
+        if r >= nnodes and c.get("nnodes") == nnodes:
+            out.append(Result(
+                probe="cluster", check="node-rank", node=str(c.get("node")), status=Status.FAIL,
+                summary=f"{c.get('node')} was started as node rank {r}, outside the {nnodes} nodes (0 .. {nnodes - 1})",
+                remediation="Node ranks run from 0 to NNODES-1.", runbook="launcher-variables",
+                data={"node_rank": r, "nnodes": nnodes}))
+    return out
 
 
 def run_elapsed(docs: Sequence[Mapping[str, Any]]) -> float | None:
@@ -332,8 +407,38 @@ def _port_matrix(by_name, names, results) -> dict[str, Any]:
     if not info:
         return {}
     groups: dict[str, dict[tuple[int, str], list[str]]] = {}
+    egress = _egress_culprits(problems)
+    # (only where another node tested the same port and reached it)
+    testers: dict[str, set[str]] = {}
+    for name, n in by_name.items():
+        for peer in ((n.meta or {}).get("matrix") or {}).get("peers") or ():
+            testers.setdefault(rank_name.get(peer, f"rank {peer}"), set()).add(name)
+    lossy = [p for p in _isolated_timeouts(problems, len(info.get("ports") or ()))
+             if testers.get(p["dst"], set()) - {p["src"]}]
+    for p in lossy:
+        results.append(_res("port-matrix", p["src"], "warn",
+                            f"{p['src']} → {p['dst']}:{p['port']} timed out twice while every other port between them "
+                            f"and every other node's connect to that port opened: packets are lost on the link "
+                            f"{p['src']} ↔ {p['dst']}, not dropped by a firewall",
+                            evidence=[(f"{p['src']} → {p['dst']}:{p['port']}", p["outcome"], "open", "")],
+                            remediation=f"Look for loss between {p['src']} and {p['dst']}: `ip -s link` error and drop "
+                                        "counters on both, `ping -c 100 -i 0.2` between them, the switch port.",
+                            runbook="slow-link"))
     for p in problems:
+        if (p["src"] in egress and p["outcome"] != "busy") or any(p is q for q in lossy):
+            continue
         groups.setdefault(p["dst"], {}).setdefault((p["port"], p["outcome"]), []).append(p["src"])
+    for src, rows in sorted(egress.items()):
+        dsts = sorted({p["dst"] for p in rows})
+        ports = sorted({p["port"] for p in rows})
+        results.append(_res("port-matrix", src, "fail",
+                            f"{src} cannot connect out: {src} → {node_list(dsts)} on port(s) {_ports_text(ports)} "
+                            f"{reach.MEANING.get(rows[0]['outcome'], rows[0]['outcome'])}, while the other nodes "
+                            "reach them: its own outgoing traffic is blocked",
+                            evidence=[(f"{src} → {p['dst']}:{p['port']}", p["outcome"], "open", "") for p in rows][:20],
+                            remediation=f"Check the OUTPUT chain and egress rules on {src} (`iptables -S OUTPUT`, "
+                                        f"`nft list ruleset`) and any security group for traffic leaving it.",
+                            runbook=reach.RUNBOOK.get(rows[0]["outcome"], "cluster-port-refused")))
     for dst, g in sorted(groups.items()):
         lines = []
         worst = None

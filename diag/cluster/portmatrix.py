@@ -171,6 +171,18 @@ def probe_peers(targets: Mapping[int, str], ports: Sequence[int], busy: Mapping[
         return rows
     with ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="llmdiag-matrix") as pool:
         results = list(pool.map(lambda j: (j, check_one(j[1], j[2], token, src, timeout)), jobs))
+        # a timeout may be one lost SYN (a lossy link: TCP's first retransmit comes after a second): once more, so
+        # that a firewall drop is a connect that fails twice; one that answers now is a lossy link, not a drop
+        # (so is a connect whose listener did not answer in time: under load its reply can be late, and it is
+        # no other program either)
+        again = [i for i, (_, r) in enumerate(results) if r.outcome == "timeout" or
+                 (r.outcome == reach.FOREIGN and not r.detail.startswith("unexpected answer"))]
+        if again:
+            retried = list(pool.map(lambda i: check_one(results[i][0][1], results[i][0][2], token, src, timeout),
+                                    again))
+            for i, r in zip(again, retried):
+                if r.outcome == reach.OPEN or (r.outcome != "timeout" and results[i][1].outcome == "timeout"):
+                    results[i] = (results[i][0], r)
     for (dst, _, port), r in results:
         rows.append({"src_rank": src, "dst_rank": dst, "port": port, "outcome": r.outcome, "detail": r.detail,
                      "elapsed_s": round(r.elapsed_s, 4)})

@@ -50,6 +50,14 @@ class Roster:
         return [r for r in range(self.nnodes) if r not in joined]
 
 
+class RankTaken(RuntimeError):
+    """Another node already holds this node rank (two nodes were started with the same NODE_RANK)."""
+
+    def __init__(self, rank: int, holder: dict[str, Any]):
+        super().__init__(f"node rank {rank} is already held by {holder.get('node')}")
+        self.rank, self.holder = rank, holder
+
+
 def _rank_list(raw: bytes | str, n: int) -> set[int]:
     text = raw.decode() if isinstance(raw, bytes) else raw
     return {int(x) for x in text.split(",") if x.strip().isdigit() and int(x) < n}
@@ -224,6 +232,17 @@ class StoreSession:
 
     # -- join and roster -----------------------------------------------------------------
     def join(self, info: dict[str, Any]) -> None:
+        """Claim this node rank (once: a second node started with the same rank is refused, :class:`RankTaken`)
+        and say who this node is. Every claim, refused or not, is logged with the node's launcher view (its node
+        count, master port) for rank 0 to cross-check (:meth:`claims`)."""
+        me = {k: info.get(k) for k in ("node", "hostname", "address", "pid")}
+        self.store.append("launch/claims", json.dumps({**me, "rank": self.rank, "nnodes": self.world.nnodes,
+                                                       "master_port": self.world.master_port}) + "\n")
+        token = json.dumps(me, sort_keys=True)
+        held = self.store.compare_set(f"claim/{self.rank}", "", token)
+        held = held.decode() if isinstance(held, bytes) else str(held)
+        if held != token:
+            raise RankTaken(self.rank, json.loads(held) if held.startswith("{") else {"node": held})
         self.put(f"join/{self.rank}", info)
         self.store.append("join/ranks", f"{self.rank},")
         self.store.add("joined", 1)
@@ -231,13 +250,28 @@ class StoreSession:
     def wait_joins(self, deadline: float, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None, poll: float = 0.05) -> Roster:
         """Rank 0: wait until every node joined or ``deadline`` (monotonic); publish the roster."""
         n = self.world.nnodes
-        while time.monotonic() < deadline and self.count("joined") < n:
+        # distinct ranks inside 0..n-1, not a bare count: a rank out of range (a node whose launcher says more
+        # nodes) must not stand in for one that has not joined yet
+        while time.monotonic() < deadline and (self.count("joined") < n or len(self.joined()) < n):
             time.sleep(poll)
         ranks = self.joined()
         # ``extra`` may be a function: its values are taken when the roster is published
         roster = Roster(tuple(ranks), secrets.token_hex(16), n, dict((extra() if callable(extra) else extra) or {}))
         self.put("roster", {"missing": roster.missing, "token": roster.token, "nnodes": n, "extra": roster.extra})
         return roster
+
+    def claims(self) -> list[dict[str, Any]]:
+        """Every node's claim of a rank, in order, with its launcher's node count and master port."""
+        if not self.has("launch/claims"):
+            return []
+        raw = self.store.get("launch/claims")
+        out = []
+        for line in (raw.decode() if isinstance(raw, bytes) else str(raw)).splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
 
     def joined(self) -> list[int]:
         """The node ranks that have joined so far."""

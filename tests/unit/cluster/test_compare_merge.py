@@ -127,3 +127,63 @@ def test_node_files_atomic_and_report_merge_cli(tmp_path):
     p = subprocess.run([sys.executable, "-m", "llmdiag", "report", "merge", str(empty)], capture_output=True, text=True,
                        env=cli_env(), timeout=60)
     assert p.returncode == 2 and "no node report files" in p.stderr
+
+
+def _matrix(rank, peers, problems, ports=(29500, 29501, 29502)):
+    return {"ports": list(ports), "mode": "all pairs", "peers": peers, "tested": len(peers) * len(ports),
+            "open": len(peers) * len(ports) - len(problems),
+            "problems": [{"src_rank": rank, "dst_rank": d, "port": p, "outcome": "timeout", "detail": "no answer"}
+                         for d, p in problems]}
+
+
+def _cluster(d):
+    return {(r["check"], r["node"]): r for r in d["results"] if r["scope"] == "cluster"}
+
+
+def test_a_node_that_cannot_connect_out_is_blamed_not_each_receiver():
+    """node-2's own egress drops port 29502: every connect it makes there fails, every other node reaches every
+    port; the sending side is named (before: each of the three healthy receivers was told to check its firewall)."""
+    docs = [_node(k, matrix=_matrix(k, [j for j in range(4) if j != k],
+                                    [(j, 29502) for j in range(4) if j != k] if k == 2 else [])) for k in range(4)]
+    by = _cluster(build_report(docs, nnodes=4).to_dict())
+    assert [node for check, node in by if check == "port-matrix"] == ["node-2"], by
+    assert by[("port-matrix", "node-2")]["status"] == "fail"
+    assert "cannot connect out" in by[("port-matrix", "node-2")]["summary"]
+
+
+def test_one_lost_connect_on_a_lossy_link_is_a_warning_on_that_link():
+    """One connect of node-2 to node-1:29501 timed out (twice, with the probe's retry) while node-2 reached node-1's
+    other ports and the other nodes reached node-1:29501: a lossy link, named with both ends, not a firewall FAIL
+    on node-1."""
+    docs = [_node(k, matrix=_matrix(k, [j for j in range(4) if j != k], [(1, 29501)] if k == 2 else []))
+            for k in range(4)]
+    by = _cluster(build_report(docs, nnodes=4).to_dict())
+    pm = {node: r for (check, node), r in by.items() if check == "port-matrix"}
+    assert list(pm) == ["node-2"] and pm["node-2"]["status"] == "warn", pm
+    assert "node-2 ↔ node-1" in pm["node-2"]["summary"]
+
+
+def test_a_port_dropped_on_one_node_from_every_peer_stays_that_nodes_failure():
+    docs = [_node(k, matrix=_matrix(k, [j for j in range(3) if j != k], [(1, 29502)] if k != 1 else []))
+            for k in range(3)]
+    by = _cluster(build_report(docs, nnodes=3).to_dict())
+    pm = {node: r["status"] for (check, node), r in by.items() if check == "port-matrix"}
+    assert pm == {"node-1": "fail"}, pm
+
+
+def test_launch_checks_name_a_duplicated_rank_and_the_odd_node_count():
+    from llmdiag.cluster.merge import launch_checks
+
+    def claim(node, rank, nnodes=4, pid=1):
+        return {"node": node, "rank": rank, "nnodes": nnodes, "master_port": 29500, "pid": pid, "address": node}
+
+    dup = launch_checks([claim("node-0", 0), claim("node-1", 1), claim("node-2", 1), claim("node-3", 3)], 4)
+    assert sorted(r.node for r in dup) == ["node-1", "node-2"]
+    assert all(r.check == "node-rank" and "claimed by both node-1 and node-2" in r.summary and "[2]" in r.summary
+               for r in dup)
+    odd = launch_checks([claim("node-0", 0), claim("node-1", 1), claim("node-2", 2), claim("node-3", 3, nnodes=5)], 4)
+    assert [(r.node, r.check) for r in odd] == [("node-3", "launcher-variables")] and "NNODES=5" in odd[0].summary
+    # rank 0 is the odd one: the majority says 4
+    root = launch_checks([claim("node-0", 0, nnodes=3), claim("node-1", 1), claim("node-2", 2), claim("node-3", 3)], 3)
+    assert [(r.node, r.check) for r in root] == [("node-0", "launcher-variables")] and "NNODES=3" in root[0].summary
+    assert launch_checks([claim(f"node-{k}", k) for k in range(4)], 4) == []

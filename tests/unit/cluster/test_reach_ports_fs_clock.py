@@ -131,3 +131,29 @@ def test_store_session_barrier_gives_up_on_a_dead_node():
     assert arrived == {0} and died == {1} and time.monotonic() - t0 < 3
     s1.close()
     s0.close()
+
+
+@pytest.mark.distributed
+def test_a_node_rank_is_claimed_once_and_every_claim_is_logged():
+    """Two nodes started with NODE_RANK=1: the second is refused (RankTaken, naming the holder), both claims are
+    in the log rank 0 cross-checks, and the join count is of distinct ranks."""
+    from llmdiag.cluster.rendezvous import RankTaken, StoreSession
+    from llmdiag.cluster.world import World
+
+    port = _free_port()
+    s0 = StoreSession(World(node_rank=0, nnodes=3, master_addr="127.0.0.1", master_port=port))
+    s0.open(5)
+    a = StoreSession(World(node_rank=1, nnodes=3, master_addr="127.0.0.1", master_port=port))
+    b = StoreSession(World(node_rank=1, nnodes=4, master_addr="127.0.0.1", master_port=port))
+    a.open(5)
+    b.open(5)
+    s0.join({"node": "n0", "pid": 1})
+    a.join({"node": "n1", "pid": 2})
+    with pytest.raises(RankTaken) as taken:
+        b.join({"node": "n2", "pid": 3})
+    assert taken.value.holder["node"] == "n1"
+    claims = s0.claims()
+    assert [(c["node"], c["rank"], c["nnodes"]) for c in claims] == [("n0", 0, 3), ("n1", 1, 3), ("n2", 1, 4)]
+    assert s0.joined() == [0, 1]
+    for s in (a, b, s0):
+        s.close()

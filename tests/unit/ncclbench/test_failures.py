@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from llmdiag.ncclbench import failures
@@ -44,8 +46,10 @@ def test_the_peer_that_left_is_named_from_its_address():
             return {0: {"node": "node-0", "address": "10.1.2.1"}, 1: {"node": "node-1", "address": "10.1.2.2"},
                     2: {"node": "node-2", "address": "10.1.2.3"}}
 
+        dead = {1}
+
         def alive(self, rank):
-            return rank != 1
+            return rank not in self.dead
 
     class Roster:
         ranks = (0, 1, 2)
@@ -55,7 +59,12 @@ def test_the_peer_that_left_is_named_from_its_address():
 
     agent = Agent.__new__(Agent)
     agent.session, agent.roster, agent.ctx = Session(), Roster(), Ctx()
+    agent.deadline = time.monotonic() + 30
+    agent.session.dead = {1, 2}
     assert agent._who_left(READ_ERROR) == ["node-2"]
+    # the peer named is still present (its side of the collective was cut at its own budget share): not "died"
+    agent.session.dead = {1}
+    assert agent._who_left(READ_ERROR) == ["node-2 (still alive: its side ended, e.g. cut at its share of the budget)"]
     # no address in the message: the node whose heartbeat stopped
     agent.world = type("W", (), {"node_rank": 0, "expected_name": staticmethod(lambda r: f"node rank {r}")})()
     assert agent._who_left("Connection reset by peer") == ["node-1"]
