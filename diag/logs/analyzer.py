@@ -1126,11 +1126,11 @@ PRIME_BYTES = 64 << 10
 PRIME_LINES = 400
 _WIDE_GAP = " " * 24
 _PADDING = re.compile(r"(?<=\S) {24,}(?=\S)")
-#: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
 #: progress-bar counts kept per file: the bar redrawn after the last record is among the last ones
 _BARS_KEPT = 256
 #: a tqdm bar's count and total ("| 10/30 [")
 _BAR_AT = re.compile(r"\|\s*(\d+)/(\d+) \[")
+#: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
 _GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
 #: where a progress bar's frame starts: its description (``Epoch 0:``) and percentage (``  3%|``); a line with
 #: two or more is several redraws whose ``\r`` a paste or a collector dropped
