@@ -33,6 +33,8 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
 #: kinds every rank reports after another rank failed: their rank is a victim, not the first failure
 #: a rank's report that a collective ran past its timeout
 _TIMEOUT_KINDS = ("nccl_timeout", "gloo_timeout", "collective_hang")
+#: reports whose suspects are the ranks that printed lines but never reported them: a timeout, a lost gloo peer
+_SUSPECT_KINDS = (*_TIMEOUT_KINDS, "peer_lost")
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "peer_lost",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
@@ -544,8 +546,7 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
                 f["facts"]["xids"] = xids
             out.append(_describe(f))
     for f in out:
-        if (f["kind"] in _TIMEOUT_KINDS and f["kind"] != "nccl_timeout" or f["kind"] == "peer_lost") \
-                and "suspect_ranks" not in f["facts"]:
+        if f["kind"] in _SUSPECT_KINDS and f["kind"] != "nccl_timeout" and "suspect_ranks" not in f["facts"]:
             # gloo and other backends' timeouts, a gloo peer gone: the ranks that reported it, against every rank's
             # lines
             reporting = list(f["facts"].get("ranks") or ([f["rank"]] if f["rank"] is not None else []))
@@ -732,8 +733,7 @@ def _raised_before_the_root(cf: dict, events: list[Event], findings: list[dict])
 def _secondary(f: dict) -> bool:
     """A finding that follows another failure (after the rank's own timeout, or a worker the launcher's stop
     ended beside the root cause): it ranks after the failures that are not."""
-    return bool(f["facts"].get("after_own_timeout") or f["facts"].get("listed_beside_root_cause")
-                or f["kind"] == "peer_lost")  # the echo of a peer that went away
+    return bool(f["facts"].get("after_own_timeout") or f["facts"].get("listed_beside_root_cause"))
 
 
 def _mark_consequences(findings: list[dict], events: list[Event]) -> None:
@@ -904,16 +904,14 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     # the rank that failed first: the Root Cause of a torchrun summary, else the first error on a known rank
     # that is not a victim's report (every rank reports a timeout or an abort; the first to do so is
     # only the first to report)
-    first_fail = next((f for f in findings if f["kind"] == "child_failed" and f["rank"] is not None), None) or \
-        next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
+    first_fail = cf or next((f for f in findings if f["severity"] == ERROR and f["rank"] is not None
               and f["kind"] not in _VICTIM_KINDS and not _secondary(f)), None)
     first_rank = first_fail["rank"] if first_fail else None
     if culprit is not None:
         first_rank = culprit
     # the collective timeout whose suspects the document names: NCCL's, else another backend's
     timeout = next((f for f in findings if f["kind"] == "nccl_timeout"), None) or \
-        next((f for f in findings if (f["kind"] in _TIMEOUT_KINDS or f["kind"] == "peer_lost")
-              and f["facts"].get("suspect_ranks")), None)
+        next((f for f in findings if f["kind"] in _SUSPECT_KINDS and f["facts"].get("suspect_ranks")), None)
     status = "fail" if any(f["severity"] == ERROR for f in findings) else "warn" if findings else "pass"
     facts: dict = dict(metrics)
     for k in ("torch_version", "dtype", "nccl_version"):
