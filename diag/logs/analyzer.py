@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from llmdiag.logs import bulk, prefixes, signatures
+from llmdiag.logs.columns import FLOAT_COLS
 from llmdiag.logs.epochs import EpochPlacer, bar_summary, train_summary
 from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
 from llmdiag.logs.progress import RecordJoiner, header_of, looks_like_record, progress_of, timestamp_of
@@ -833,6 +834,7 @@ class LogAnalyzer:
         groups = [(ranks[0], np.arange(len(keys)))] if one else [(r, np.flatnonzero(ranks == r))
                                                                 for r in np.unique(ranks)]
         drop: list[int] = []
+        merged: dict = {}  # column -> its copy, once a split record's later line fills its first
         for rk, rows in groups:
             k = keys[rows]
             has = k != NONE
@@ -847,16 +849,23 @@ class LogAnalyzer:
                 _add_seen(seen, k)  # strictly increasing, all new
                 self._seen_max[r] = int(k[-1])
                 continue
+            kept: dict[int, int] = {}
             for i, key in zip(rows.tolist(), k.tolist()):
                 if key in seen:
                     drop.append(i)
+                    j = kept.get(key)
+                    if j is not None and b["file"][i] == b["file"][j] and 0 < b["line"][i] - b["line"][j] <= SPLIT_GAP:
+                        _merge_split(b, merged, j, i)
                     continue
+                kept[key] = i
                 if len(seen) > SEEN_KEYS:  # keep memory constant: steps only move forward
                     seen.clear()
                     self._seen_max.pop(r, None)
                 seen.add(key)
                 top = self._seen_max.get(r)
                 self._seen_max[r] = key if top is None or key > top else top
+        if merged:
+            b = {**b, **merged}
         if not drop:
             return b
         keep = np.ones(len(keys), dtype=bool)
@@ -1147,6 +1156,31 @@ STAGE_ROWS = 1 << 14
 RAW_BATCH_ROWS = 1 << 16
 #: keys remembered per rank for duplicate detection before the set starts over
 SEEN_KEYS = 4096
+#: lines between the first and a later line of one record printed a field per line, at most
+SPLIT_GAP = 8
+
+
+def _merge_split(b: dict, merged: dict, j: int, i: int) -> None:
+    """Row ``i`` repeats row ``j``'s step a few lines below it in the same file: one record printed a field
+    per line (TensorFlowTTS's ``(Step: N) train_mel_loss = nan.`` lines). The fields the first line lacks are
+    taken from the later one, and a NaN loss component there makes the step a NaN step, as on one line."""
+
+    def col(c: str):
+        if c not in merged:
+            merged[c] = np.array(b[c], copy=True)
+        return merged[c]
+
+    if b["has_loss"][i] and not b["has_loss"][j]:
+        col("loss")[j] = b["loss"][i]
+        col("has_loss")[j] = 1
+    elif b["has_loss"][i] and not math.isfinite(b["loss"][i]) and math.isfinite(b["loss"][j]):
+        col("nan_iters")[j] = max(1.0, b["nan_iters"][j] if not math.isnan(b["nan_iters"][j]) else 0.0)
+    if b["has_grad_norm"][i] and not b["has_grad_norm"][j]:
+        col("grad_norm")[j] = b["grad_norm"][i]
+        col("has_grad_norm")[j] = 1
+    for c in FLOAT_COLS:
+        if c not in ("loss", "grad_norm", "nan_iters", "ts") and math.isnan(b[c][j]) and not math.isnan(b[c][i]):
+            col(c)[j] = b[c][i]
 
 
 def _add_seen(seen: set, keys) -> None:

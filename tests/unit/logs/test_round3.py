@@ -33,9 +33,6 @@ KNOWN = {
                                  "history needs (window.short_grad_ratio)",
     ("progress", "case_23.log"): "mmf's time per 100 iterations grows by about 15 %: no throughput drop by the "
                                  "rule (a fall below 70 %), and its label is a judgement call",
-    ("../round4/frameworks", "case_20.log"): "TensorFlowTTS prints each loss of a step on a line of its own; the "
-                                              "first line's (finite) is the step's record, the NaN mel losses of the "
-                                              "same step on the lines after it are duplicates of that step",
     ("../round4/frameworks", "case_21.log"): "bare '<step> <value>' pairs with no metric name at all: nothing says "
                                               "the value is a loss",
     ("../round4/system", "case_26.log"): "a Slurm step CANCELLED AT ... with no reason and no other error is named "
