@@ -50,12 +50,22 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
     # 16-bit input (8sbh instead of 2sbh); fused kernels (Megatron, TE, apex) keep the 16-bit input.
     norm_in = 8 * sbh if (m.norm == "rms" and not plan.fused_norm) else 2 * sbh
     norm_name = "norm1 input (8sbh: fp32 input + fp32 x·rstd, unfused RMSNorm)" if norm_in > 2 * sbh else "norm1 input (2sbh)"
+    # A frozen base (LoRA, QLoRA): a linear's input is kept only for its weight's gradient, so only where
+    # an adapter reads it; a frozen norm weight needs no x·rstd (the composite norm keeps its fp32 input)
+    adapted = _ADAPTED[plan.lora_targets] if plan.lora_rank else _ADAPTED["full"]
+    if plan.lora_rank and norm_in > 2 * sbh:
+        norm_in = 4 * sbh
+        norm_name = "norm1 input (4sbh: fp32 input, frozen weight, unfused RMSNorm)"
     qkv_w = m.q_dim + m.kv_dim + m.v_dim
     terms: list[Term] = [
         (norm_name, norm_in / rep),
         ("norm statistics fp32 (2 norms)", 2 * stats / rep),
-        (f"QKV input ({lin}sbh)", lin * sbh / rep),
     ]
+    if "qkv" in adapted:
+        terms.append((f"QKV input ({lin}sbh)", lin * sbh / rep))
+    if plan.lora_rank:
+        n = _ADAPTER_LINEARS[plan.lora_targets]
+        terms.append((f"LoRA rank-r intermediates (2sbr × {n} adapted linears)", 2 * s * b * plan.lora_rank * n))
     if m.mla:  # the low-rank latents and their norms are saved as well
         lat = (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_dim)
         terms.append(("MLA latents (2sb(q_lora+kv_lora+rope))", 2 * s * b * lat))
@@ -69,16 +79,20 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
                 terms.append(("attention dropout output (2as²b/t)", 2 * a * s * s_kv * b / t))
     elif recompute in ("none", "sac"):
         terms.append(("fused attention log-sum-exp fp32 (4asb/t)", 4 * a * s * b / t))
-    terms.append((f"projection input ({lin}sb·{out_dim}/t)", lin * s * b * out_dim / t))
+    if "proj" in adapted or plan.attention != "eager":  # a fused kernel keeps its output (= this input) itself
+        terms.append((f"projection input ({lin}sb·{out_dim}/t)", lin * s * b * out_dim / t))
     if m.dropout:
         terms.append(("projection dropout mask (sbh)", mk * sbh / rep))
     terms.append((norm_name.replace("norm1", "norm2"), norm_in / rep))
-    terms.append((f"MLP input ({lin}sbh)", lin * sbh / rep))
+    if "mlp" in adapted:
+        terms.append((f"MLP input ({lin}sbh)", lin * sbh / rep))
     # Megatron/TE keep fc1's output (gate and up) and recompute the activation in a fused
     # bias-SwiGLU backward (6sbf); separate PyTorch modules also keep act(gate) (8sbf).
     gate_c = 6 if plan.framework == "megatron" else 8
     gate_c -= (2 - lin)  # the down projection's input in 8-bit
     plain_c = 4 - (2 - lin)
+    if "down" not in adapted:  # a frozen down projection does not keep its input
+        gate_c, plain_c = gate_c - lin, plain_c - lin
 
     def mlp(f: int, k: float, what: str) -> Term:
         if m.gated:
@@ -110,6 +124,13 @@ def layer_terms(m: ModelSpec, plan: Plan, *, recompute: str | None = None, devic
     if plan.offload_activations:
         return [("activations offloaded to CPU (0)", 0.0)]
     return terms
+
+
+#: the linears whose inputs a layer keeps, by what is trained: all (full training) or the LoRA targets
+_ADAPTED = {"full": ("qkv", "proj", "mlp", "down"), "qv": ("qkv",), "attn": ("qkv", "proj"),
+            "all": ("qkv", "proj", "mlp", "down")}
+#: adapted linears per layer (q, v | q, k, v, o | those and gate, up, down)
+_ADAPTER_LINEARS = {"qv": 2, "attn": 4, "all": 7}
 
 
 def _per_op_sac(m: ModelSpec, plan: Plan, moe_layer: bool, terms: list[Term]) -> list[Term]:

@@ -97,7 +97,9 @@ def _model(case: dict[str, Any]) -> tuple[ModelSpec | None, float | None, float 
             bias=bool(md.get("linear_bias", False)), norm=norm_kind,
             positions=seq if "learned" in pos else 0,
             experts=int(md.get("experts") or 1), top_k=int(md.get("top_k") or 1),
-            head_dim_=int(md["kv_channels"]) if md.get("kv_channels") else None)
+            head_dim_=int(md["kv_channels"]) if md.get("kv_channels") else None,
+            qk_norm=bool(re.search(r"qk[\s_-]*(?:layer)?norm", norm)),
+            **{f: int(md[f]) for f in _MODEL_INTS if md.get(f)})
         return spec, None, None
     if "params" in md:
         return None, float(md["params"]), md.get("largest_layer_params")
@@ -111,6 +113,37 @@ def _model(case: dict[str, Any]) -> tuple[ModelSpec | None, float | None, float 
     if not md and "bucket" in case["quantity"]:
         return None, 0.0, None  # the buckets do not depend on the model
     raise NotExpressed("no model dimensions or parameter count")
+
+
+#: model fields a case may state under the ModelSpec's own names (MoE extras, multi-head latent attention)
+_MODEL_INTS = ("shared_experts", "shared_ffn", "dense_layers", "dense_ffn", "q_lora_rank", "kv_lora_rank",
+               "qk_nope_dim", "qk_rope_dim", "v_head_dim")
+
+
+def _dated_before(case: dict[str, Any], when: tuple[int, int]) -> bool:
+    """The case's source names a year and month (``2024-12``, ``202412``) before ``when``."""
+    mt = re.search(r"(?<!\d)(20[12]\d)[-_]?(0[1-9]|1[0-2])(?!\d)", str(case["source"]))
+    return bool(mt) and (int(mt.group(1)), int(mt.group(2))) < when
+
+
+def _attention_eager(case: dict[str, Any]) -> bool:
+    """Attention that keeps its b·a·s² scores: Megatron's unfused backend or ``--transformer-impl local``,
+    eager / math attention, or a case that says flash attention was not used."""
+    tr, md = case["training"], case["model"]
+    att = " ".join(str(x) for x in (tr.get("attention", ""), md.get("attention", ""), tr.get("attention_backend", ""),
+                                    tr.get("framework", ""))).lower()
+    return bool(re.search(r"unfused|transformer-impl local|\beager\b|\bmath\b|no flash|without flash|"
+                          r"flash[\s_-]*attn[\s_-]*(?:=|:)?\s*false", att))
+
+
+def _hf_modeling(case: dict[str, Any]) -> bool:
+    """The model runs as Hugging Face transformers code (its Llama-family RMSNorm upcasts to fp32), not a
+    trainer with fused norms (Megatron/TE, torchtitan, torchtune, Liger, Unsloth)."""
+    tr, md = case["training"], case["model"]
+    text = " ".join(str(x) for x in (tr.get("framework", ""), md.get("name", ""))).lower()
+    if re.search(r"megatron|torchtitan|torchtune|liger|unsloth|transformer.engine|\bte\b", text):
+        return False
+    return bool(re.search(r"\btransformers\b|\bhf\b|hugging\s*face|\bpeft\b|\btrl\b", text))
 
 
 def _preset_by_name(name: str) -> ModelSpec | None:
@@ -144,8 +177,11 @@ def express(case: dict[str, Any]) -> Expressed:
     if "not stated" in prec or "unknown" in prec:
         # Megatron(-DeepSpeed) trains in fp16 unless --bf16 is given; the others default to bf16
         prec = "fp16" if fw == "megatron" else "bf16"
-    kw["precision"] = "fp32" if ("fp32" in prec or "float32" in prec) else ("fp16" if "fp16" in prec else "bf16")
-    if kw["precision"] == "fp32":
+    # the first dtype the text names is the training's ("bf16 (... no fp32 master ...)" is bf16)
+    first = re.search(r"\b(fp32|float32|fp16|float16|half|bf16|bfloat16)\b", prec)
+    kw["precision"] = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp16",
+                       "half": "fp16"}.get(first.group(1) if first else "", "bf16")
+    if kw["precision"] == "fp32" or re.search(r"\bpure[\s-]*(?:bf16|bfloat16|fp16|16)|no (?:fp32 )?master", prec):
         kw["master_weights"] = False
     for k in ("tp", "pp", "cp", "ep"):
         if _int(par.get(k)) is not None:
@@ -176,7 +212,8 @@ def express(case: dict[str, Any]) -> Expressed:
     if tr.get("global_batch"):
         kw["global_batch"] = int(tr["global_batch"])
     rc = str(tr.get("recompute", tr.get("activation_checkpointing", ""))).lower()
-    every = re.search(r"(?:every|interval|option)\D{0,12}(\d+)", rc)
+    # "every 2 layers", "interval=2", "option 2"; not the digit of a file name ("llama3_8b.toml")
+    every = re.search(r"(?:every|interval|option)[\s=:'\"]{0,4}(\d+)\b", rc)
     block = re.search(r"block\D{0,30}(\d+)|(\d+)\s*layers?\s*(?:per stage|block)", rc)
     if rc.startswith("full") or rc in ("true", "yes"):
         kw["recompute"] = "full"
@@ -221,6 +258,18 @@ def express(case: dict[str, Any]) -> Expressed:
     if "torchtune" in case["source"]:
         kw["loss"] = "chunked"  # torchtune recipes use CEWithChunkedOutputLoss
         kw["compile_loss"] = bool(tr.get("compile"))  # and compile it with the model (compile_loss)
+    text_all = " ".join(str(x) for x in (case["source"], tr.get("framework", ""), case.get("notes", ""))).lower()
+    if "torchtitan" in text_all:
+        if tr.get("compile") and not _dated_before(case, (2025, 1)):
+            # torchtitan compiles the loss with the model (compile.components); until early 2025 its
+            # train.py left the loss eager ("compiling loss function causes CUDA errors")
+            kw["compile_loss"] = True
+        if kw.get("tp", 1) > 1:
+            kw["sequence_parallel"] = True  # its TP plan shards the residual stream on the sequence
+    if _attention_eager(case):
+        kw["attention"] = "eager"
+    if _hf_modeling(case):
+        kw["fused_norm"] = False  # transformers' RMSNorm upcasts to fp32 and keeps the fp32 copies
     if tr.get("overlap_comm"):
         kw["ds_overlap_comm"] = True
         kw["framework"] = "deepspeed"

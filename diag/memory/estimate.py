@@ -43,6 +43,8 @@ RESERVE_PERSISTENT = 0.02
 FITS_FRACTION = 0.95  # at most this share of GPU memory: "fits"
 TIGHT_FRACTION = 1.10  # up to this share: "tight" (within the estimate's error band); above: out-of-memory
 OPT_BYTES = {"adam": 8, "adamw": 8, "adam8bit": 2, "paged-adam8bit": 2, "sgd": 4}
+#: optimizers whose state torch.optim allocates like the parameter (fp32 per state with a master copy)
+_PARAM_DTYPE_STATE = ("adam", "adamw", "sgd")
 QUANT_BYTES = {"none": None, "nf4": 4.127 / 8, "int8": 1.0 + 4 / 4096}  # NF4 with double-quantised block scales
 
 
@@ -171,6 +173,12 @@ def _state_bytes(n_t: float, frozen_bytes: float, plan: Plan, expert: bool) -> d
     g = plan.grad_bytes
     master = 4 if plan.precision != "fp32" and plan.master_weights else 0
     k = OPT_BYTES[plan.optimizer]
+    kform = f"{k} B ({plan.optimizer})"
+    if plan.framework == "torch" and not master and w == 2 and plan.optimizer in _PARAM_DTYPE_STATE:
+        # pure 16-bit training: torch.optim creates its state with zeros_like(param), in the
+        # parameter's dtype (AdamW's exp_avg / exp_avg_sq in bf16: 4 B, not 8)
+        k = k // 4 * w
+        kform = f"{k} B ({plan.optimizer} state in the 16-bit parameter dtype, no master copy)"
     wbytes = (n_t * w + frozen_bytes) / shard_w
     wform = f"P × {w} B / {shard_w}" + (f" + frozen base ({plan.base_quant}) / {shard_w}" if frozen_bytes else "")
     gbytes, gform = n_t * g / shard_grad, f"P_trainable × {g} B / {shard_grad}"
@@ -191,7 +199,7 @@ def _state_bytes(n_t: float, frozen_bytes: float, plan: Plan, expert: bool) -> d
             gform = (f"P × 2 B / {shard_grad} + " if g16 else "") + f"fp32 partition P × 4 B / {shard_opt}"
     return {"weights": (wbytes, wform), "gradients": (gbytes, gform),
             "master_weights": (n_t * master / shard_opt, f"P_trainable × {master} B / {shard_opt}"),
-            "optimizer_states": (n_t * k / shard_opt, f"P_trainable × {k} B ({plan.optimizer}) / {shard_opt}")}
+            "optimizer_states": (n_t * k / shard_opt, f"P_trainable × {kform} / {shard_opt}")}
 
 
 def model_state_lines(n: float | StageParams, plan: Plan) -> list[Line]:
@@ -424,6 +432,10 @@ def stage_breakdown(m: ModelSpec | None, params: float | None, plan: Plan, stage
             comms.append("mp")
         if plan.pp > 1 and m is not None and m.tied:
             comms.append("embedding")
+        # and barriers on the default group (print_datetime, checkpoint saves): the world's own
+        # communicator, apart from any subgroup with the same ranks
+        if plan.world > 1:
+            comms.append("world")
     lines = list(states)
     if phase == "forward/backward":
         lines[1] = dataclasses.replace(lines[1], bytes=grads_fb, formula=lines[1].formula + gnote)

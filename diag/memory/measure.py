@@ -63,6 +63,17 @@ def _llama_cls():
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint
 
+    class LoRA(torch.nn.Module):
+        """A frozen linear with a trained rank-r adapter beside it (x·W + x·A·B), as PEFT builds it."""
+
+        def __init__(self, base, r: int):
+            super().__init__()
+            self.base, self.a = base, torch.nn.Linear(base.in_features, r, bias=False)
+            self.b = torch.nn.Linear(r, base.out_features, bias=False)
+
+        def forward(self, x):
+            return self.base(x) + self.b(self.a(x))
+
     class LlamaLayer(torch.nn.Module):
         def __init__(self, h: int, a: int, kv: int, t: int, ffn: int, recompute: str, separate_qkv: bool = False):
             super().__init__()
@@ -77,6 +88,15 @@ def _llama_cls():
             self.gate, self.up = torch.nn.Linear(h, ffn // t, bias=False), torch.nn.Linear(h, ffn // t, bias=False)
             self.down = torch.nn.Linear(ffn // t, h, bias=False)
             self.recompute = recompute
+
+        def adapt(self, r: int, targets: str) -> None:
+            """Freeze every weight and put rank-``r`` adapters on the target linears (LoRA)."""
+            for p in self.parameters():
+                p.requires_grad_(False)
+            names = {"qv": ("q", "v"), "attn": ("q", "k", "v", "o"),
+                     "all": ("q", "k", "v", "o", "gate", "up", "down")}[targets]
+            for n in names:
+                setattr(self, n, LoRA(getattr(self, n), r))
 
         def body(self, x):
             b, s, _ = x.shape
@@ -102,14 +122,17 @@ def _llama_cls():
 
 def measure_layer_bytes(*, s: int, b: int, h: int, a: int, t: int = 1, attention: str = "eager",
                         recompute: str = "none", layers: int = 2, arch: str = "gpt", kv: int | None = None,
-                        ffn: int | None = None) -> dict[str, Any]:
-    """Bytes saved for backward per layer (mean over ``layers``), bf16 on CPU."""
+                        ffn: int | None = None, lora_rank: int = 0, lora_targets: str = "attn") -> dict[str, Any]:
+    """Bytes saved for backward per layer (mean over ``layers``), bf16 on CPU; with ``lora_rank`` the
+    layer's weights are frozen and adapters trained on ``lora_targets``."""
     import torch
 
     torch.manual_seed(0)
     if arch == "llama":
         cls = _llama_cls()
-        mods = [cls(h, a, kv or a, t, ffn or 4 * h, recompute) for _ in range(layers)]
+        mods = [cls(h, a, kv or a, t, ffn or 4 * h, recompute, separate_qkv=bool(lora_rank)) for _ in range(layers)]
+        for mod in mods if lora_rank else ():
+            mod.adapt(lora_rank, lora_targets)
     else:
         cls = _layer_cls()
         mods = [cls(h, a, t, 4 * h, attention, recompute) for _ in range(layers)]
@@ -142,7 +165,10 @@ def grid() -> list[dict[str, Any]]:
     llama = [dict(arch="llama", s=s, b=b, h=h, a=a, kv=kv, ffn=f, t=t, attention="flash", recompute=rc)
              for (s, b), (h, a, kv, f), t, rc in itertools.product(
                  [(64, 1), (128, 2)], [(64, 4, 2, 176), (128, 8, 8, 344)], [1, 2], ["none", "full"])]
-    return gpt + llama
+    lora = [dict(arch="llama", s=128, b=2, h=h, a=a, kv=kv, ffn=f, t=1, attention="flash", recompute="none",
+                 lora_rank=8, lora_targets=tg)
+            for (h, a, kv, f), tg in itertools.product([(64, 4, 2, 176), (128, 8, 4, 344)], ["qv", "attn", "all"])]
+    return gpt + llama + lora
 
 
 def spec_and_plan(cfg: dict[str, Any]):
@@ -157,7 +183,8 @@ def spec_and_plan(cfg: dict[str, Any]):
                       dropout=True)
     plan = Plan(dp=1, tp=cfg["t"], seq_len=cfg["s"], micro_batch=cfg["b"], attention=cfg["attention"],
                 recompute=cfg["recompute"], fused_norm=cfg.get("arch") != "llama",  # nn.RMSNorm is composite
-                framework="torch")  # separate nn.Linear modules: the gated MLP keeps act(gate)
+                framework="torch",  # separate nn.Linear modules: the gated MLP keeps act(gate)
+                lora_rank=cfg.get("lora_rank", 0), lora_targets=cfg.get("lora_targets", "attn"))
     return m, plan
 
 
