@@ -334,7 +334,7 @@ class LogAnalyzer:
                     if text[a:b].strip(" ,"):
                         want = max(want, self._one(file, lineno, text[a:b].rstrip(" ,"), glued=True))
                 return want
-        if self._wrap is None and self._block is None and text.count("]:") >= 2:
+        if self._wrap is None and self._block is None and (text.count("]:") >= 2 or text.count("[rank ") >= 2):
             parts = _GLUED.split(text)
             if len(parts) > 1:  # two ranks' output glued into one line: each part on its own
                 want = 0
@@ -459,6 +459,8 @@ class LogAnalyzer:
                 return 1  # the table goes on: the next line too (its rows carry no keyword)
             del self._tables[file]
         rec = progress_of(msg)
+        if rec is not None and "reward" in msg and "objective" not in self.extra and _RL_RECORD.search(msg):
+            self.extra["objective"] = "reinforcement"  # a policy-gradient loss: 0.0 is its normal value
         if rec is None:
             rec = header_of(msg)  # a counter-only line: the record's fields follow on lines of their own
         unplaced = False
@@ -992,6 +994,11 @@ class _BulkFeed:
         self.done = 0  # rows of ``batch`` staged or dropped
         self.taken = 0  # rows staged: the reader counts them as candidate lines
 
+    def holds(self, line: int) -> bool:
+        """Whether ``line`` is one of the template lines (emptied in the reader's view)."""
+        i = int(np.searchsorted(self.lines, line))
+        return i < self.count and int(self.lines[i]) == line
+
     def until(self, line: int | None) -> None:
         """Every template line before ``line`` (all of them for None); a template row on ``line``
         itself is dropped: the reader hands that line over, so its record is not the line's (a
@@ -1124,6 +1131,9 @@ def hard_wrapped(lines: list[str], cut: bool = False) -> dict[int, tuple[int, st
     return out
 
 
+#: a record of a policy-gradient objective (TRL's GRPO/PPO/RLOO print the sampled completions' ``reward`` and
+#: ``reward_std``; not DPO/ORPO's implicit ``rewards/chosen``, whose loss is no policy gradient)
+_RL_RECORD = re.compile(r"""(?<![\w/])['"]?(?:reward|reward_std|objective/rlhf_reward|objective/scores)['"]?\s*[:=]""")
 #: lines between a bar's redraw and the one of the same count that replaces it, at most
 REDRAW_GAP = 2
 #: pieces of one terminal-wrapped line joined at most
@@ -1140,7 +1150,7 @@ _BARS_KEPT = 256
 #: a tqdm bar's count and total ("| 10/30 [")
 _BAR_AT = re.compile(r"\|\s*(\d+)/(\d+) \[")
 #: where a second rank's output starts inside a line ("...loss 2.1[rank1]:[E1107 ...")
-_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:)")
+_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d+\]:|\[rank \d+\] )")
 #: where a progress bar's frame starts: its description (``Epoch 0:``) and percentage (``  3%|``); a line with
 #: two or more is several redraws whose ``\r`` a paste or a collector dropped
 _BAR_FRAME = re.compile(r"(?:[A-Za-z][\w./-]*(?: [\w./-]+){0,3}:)?\s*\d{1,3}%\|")

@@ -370,6 +370,15 @@ ENTRIES: tuple[Entry, ...] = (
       # gloo (CPU) collectives time out in the transport, without a WorkNCCL record
       patterns=(r"gloo/.*Timed out waiting (?P<timeout_ms>\d+)ms for (?P<op>recv|send) operation",),
       keywords=("Timed out waiting",), facts=(("backend", "gloo"),)),
+    E("launcher_stopped", ERROR, "launcher-stopped",
+      "the launcher was stopped from outside (SIGTERM, SIGINT or SIGHUP): a time limit, a kill or the scheduler "
+      "ended the job",
+      ("a wrapper's or scheduler's time limit ran out (often after training hung or slowed down)",
+       "the job was killed or interrupted by hand, or its terminal closed"),
+      "find what stopped it and read the last progress before the stop: a stall or a slow rank is the real cause",
+      ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 21189 got signal: 15",),
+      # built from the launcher's SignalException (diagnosis.findings_from_events): no line pattern of its own
+      patterns=(), keywords=()),
     E("peer_lost", ERROR, "nccl-timeout",
       "a gloo peer closed its connection in the middle of a collective: that rank went away",
       ("the peer rank died (an exception, a signal, the OOM killer): its own log has the cause",

@@ -25,7 +25,7 @@ PRIORITY = ["ecc_xid", "host_oom_kill", "cuda_oom", "disk_full", "sigbus", "data
             "nccl_unhandled_cuda_error", "ib_completion_error", "nccl_system_error", "nccl_invalid_usage",
             "nccl_invalid_argument", "rendezvous_address_in_use", "rendezvous_timeout", "segfault", "sigkill",
             "nan_loss", "nan_grad_norm", "zero_loss", "grad_norm_explosion", "python_exception",
-            "slurm_cancelled",
+            "slurm_cancelled", "launcher_stopped",
             "slurm_time_limit", "collective_hang", "nccl_heartbeat_stuck", "nccl_timeout", "gloo_timeout",
             "nccl_remote_error", "nccl_internal_error", "connection_reset", "peer_lost", "hang_no_progress",
             "nccl_communicator_aborted", "sigabrt", "child_failed", "loss_spike", "grad_overflow",
@@ -39,10 +39,14 @@ _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "n
                  "peer_lost",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
 #: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
-_STOP_SIGNAL = re.compile(r"got signal: (?:15|2|1)\b")
+#: a rank's exception that only says its gloo peer went away
+_PEER_GONE = re.compile(r"gloo/transport/tcp/pair\.cc:\d+\].*?(?:Connection (?:closed|reset) by peer|Broken pipe|Read error)")
+_STOP_SIGNAL = re.compile(r"got signal: (15|2|1)\b")
 #: a torch shared-memory segment ("</torch_2312_3563512745_0>") or a path under /dev/shm
 _SHM_FILE = re.compile(r"</?torch_\d+_\d+(?:_\d+)?>|/dev/shm/\S*")
 #: a rank's own report that its collective hung or its communicator was taken down
+#: the kinds a rank's own watchdog reports (each rank its own line): the first reporter is a fact
+_WATCHDOG_KINDS = {"nccl_heartbeat_stuck", "nccl_communicator_aborted", "gloo_timeout", "collective_hang"}
 _HANG_KINDS = {"nccl_timeout", "nccl_timeout_status", "nccl_communicator_aborted", "nccl_heartbeat_stuck"}
 #: an exception that only reports that a peer went away
 _ECHO_EXC = re.compile(r"(?i)connection (?:reset|closed|refused)|broken pipe|closed by peer|peer .* (?:exited|died)")
@@ -148,6 +152,32 @@ def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[in
     return culprits
 
 
+
+def _only_lost_peers(f: dict) -> bool:
+    """A launcher's summary whose failed ranks all raised that their gloo peer went away."""
+    exs = f["facts"].get("exceptions_by_rank") if f["kind"] == "child_failed" else None
+    return bool(exs) and all(_PEER_GONE.search(v or "") for v in exs.values())
+
+
+def _first_reporter_of(events: list) -> int | None:
+    """The rank that reported first: by the clock where every report has a time; by position only within
+    one file (line numbers of different files say nothing about which came first); None on a tie across files."""
+    ranked = [e for e in events if e.rank is not None]
+    when = None
+    if ranked and all(e.ts is not None for e in ranked):
+        when = lambda e: e.ts  # noqa: E731
+    elif ranked and all(e.clock is not None for e in ranked):  # glog's time of day (torch's own C++ lines)
+        when = lambda e: e.clock  # noqa: E731
+    elif len({e.file for e in ranked}) == 1:
+        when = lambda e: 0.0  # noqa: E731 - one file: its lines' order
+    if when is None:
+        return None
+    earliest = min(when(e) for e in ranked)
+    tied = [e for e in ranked if when(e) == earliest]
+    if len({e.file for e in tied}) != 1:  # a tie across files (the same second in two files) names nobody
+        return None
+    return min(tied, key=lambda e: e.line).rank
+
 def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     works = [e for e in evs if e.kind == "nccl_timeout"]
     status = [e for e in evs if e.kind == "nccl_timeout_status"]
@@ -167,19 +197,9 @@ def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
                 pr.setdefault(k, v)
     # the first reporter by the clock where every report has a time; by position only within one file (line
     # numbers of different files say nothing about which came first)
-    ranked = [e for e in works + status if e.rank is not None]
-    when = None
-    if ranked and all(e.ts is not None for e in ranked):
-        when = lambda e: e.ts  # noqa: E731
-    elif ranked and all(e.clock is not None for e in ranked):  # glog's time of day (torch's own C++ lines)
-        when = lambda e: e.clock  # noqa: E731
-    elif len({e.file for e in ranked}) == 1:
-        when = lambda e: 0.0  # noqa: E731 - one file: its lines' order
-    if when is not None:
-        earliest = min(when(e) for e in ranked)
-        tied = [e for e in ranked if when(e) == earliest]
-        if len({e.file for e in tied}) == 1:  # a tie across files (the same second in two files) names nobody
-            facts["first_reporting_rank"] = min(tied, key=lambda e: e.line).rank
+    first_rank = _first_reporter_of(works + status)
+    if first_rank is not None:
+        facts["first_reporting_rank"] = first_rank
     facts["ranks_reporting"] = reporting
     facts["reports"] = len(works)
     for src in works[1:] + status:
@@ -532,11 +552,11 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
     stops = by.pop("worker_stop", [])
     aborts = by.pop("nccl_async_abort", [])
     task_exits = sorted(by.pop("srun_task_exit", []), key=lambda e: (e.file, e.line))
-    if cancels:
-        # the launcher's "SignalException: Process N got signal: 15" is torchrun receiving the stop that Slurm
-        # sent when it cancelled the step: the cancel's echo, not an error of the training script
-        exc = [e for e in exc if not (e.facts.get("exception_type", "").endswith("SignalException")
-                                      and _STOP_SIGNAL.search(e.facts.get("exception_message", "")))]
+    # the launcher's "SignalException: Process N got signal: 15" is torchrun told to stop from outside: never an
+    # error of the training script; when Slurm cancelled the step it is the cancel's echo
+    stopped = [e for e in exc if e.facts.get("exception_type", "").endswith("SignalException")
+               and _STOP_SIGNAL.search(e.facts.get("exception_message", ""))]
+    exc = [e for e in exc if e not in stopped]
     by.pop("traceback", None)
     for kind, evs in by.items():
         if kind in KINDS and evs:
@@ -544,6 +564,10 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
             xids = list(dict.fromkeys(e.facts["xid"] for e in evs if "xid" in e.facts))
             if kind == "ecc_xid" and xids:
                 f["facts"]["xids"] = xids
+            if kind in _WATCHDOG_KINDS:
+                first_rank = _first_reporter_of(evs)  # the ranks' own watchdogs: the one that spoke first
+                if first_rank is not None:
+                    f["facts"].setdefault("first_reporting_rank", first_rank)
             out.append(_describe(f))
     for f in out:
         if f["kind"] in _SUSPECT_KINDS and f["kind"] != "nccl_timeout" and "suspect_ranks" not in f["facts"]:
@@ -627,6 +651,15 @@ def findings_from_events(events: list[Event], extra: dict) -> list[dict]:
         f["message"] = ("the NCCL watchdog is taking the process down: 'Some NCCL operations have failed or timed "
                         "out' (the timeout or error line itself is not in the excerpt)")
         out.append(f)
+    if stopped and not cancels:
+        f = _base("launcher_stopped", stopped[0])
+        sig = _STOP_SIGNAL.search(stopped[0].facts.get("exception_message", ""))
+        f["facts"]["signal"] = int(sig[1])
+        f["message"] = (f"the launcher received signal {sig[1]} from outside and stopped the workers: a time limit, "
+                        "a kill or the scheduler ended the job")
+        for k in ("exception_type", "exception_message", "has_traceback", "failing_call", "traceback_line"):
+            f["facts"].pop(k, None)
+        out.append(f)  # the agent's SIGTERM to its workers below is this stop's echo
     if stops and not cancels and not any(f["severity"] == ERROR for f in out):
         # the agent sends the survivors SIGTERM only when a worker failed (or it was stopped itself): the job is
         # dying even though the failure is not in the excerpt
@@ -818,6 +851,23 @@ def stream_progress(last_key: dict, files: list[str], events: list[Event], world
     return out
 
 
+def _earliest_nan(t, primary):
+    """The NaN detector of the rank whose loss or grad norm went NaN first (several ranks' records: one rank's
+    NaN reaches the others a step later, through the gradient all-reduce), else the primary rank's."""
+    def first(d) -> tuple | None:  # the loss's first NaN, then the grad norm's
+        if d.nan_first is None and d.gn_first is None:
+            return None
+        return tuple((a["x_name"] != "step", a["x"]) if a is not None else (True, math.inf)
+                     for a in (d.nan_first, d.gn_first))
+
+    best, key = primary, first(primary) if primary is not None else None
+    for d in (s.nan for s in t.series.values()):
+        k = first(d)
+        if k is not None and (key is None or k < key):
+            best, key = d, k
+    return best
+
+
 def _first_reporter(timeout: dict | None, findings: list[dict]) -> int | None:
     """The rank that reported a collective timeout first (its own report), else None."""
     if timeout is not None:
@@ -851,14 +901,22 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         # with the same pid gives its global rank
         if f["rank"] is None and f["facts"].get("pid") in roots_by_pid and f["kind"] in signatures.SIGNAL_KIND.values():
             f["rank"] = roots_by_pid[f["facts"]["pid"]]
-    if any(f["severity"] == ERROR and f["kind"] != "peer_lost" for f in findings):
-        # a gloo peer that went away is the echo of the failure the log already names (the launcher's summary,
-        # the signal, the peer's own exception): named on its own only when nothing else explains the death
+    if any(f["severity"] == ERROR and f["kind"] != "peer_lost" and not _only_lost_peers(f) for f in findings):
+        # a gloo peer that went away is the echo of the failure the log already names (the signal, the peer's own
+        # exception): named on its own only when nothing else explains the death; the launcher's summary does
+        # not explain it when every rank it lists failed only because its peer went away (a rank that returned
+        # early and cleanly is in no summary: torchrun lists the ranks that exited non-zero)
         findings = [f for f in findings if f["kind"] != "peer_lost"]
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
+    if rank is not None and len(t.series) > 1:
+        nan = _earliest_nan(t, nan)
     if nan is not None:
         anoms += nan.result()
+        if an.extra.get("objective") == "reinforcement":
+            # a policy-gradient objective (GRPO: β·KL plus advantages that average to zero) prints 0.0 as its
+            # normal value: an exactly-zero loss says nothing there (a NaN still does)
+            anoms = [f for f in anoms if f["kind"] != "zero_loss"]
     if ser is not None:
         spikes = ser.spikes.result()
         anoms += spikes + ser.grad.result({f["line"] for f in spikes}) + ser.drop.result()
@@ -920,6 +978,14 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     for f in roots:
         for k, v in f["facts"].items():
             facts.setdefault(k, v)
+    first_reporter = _first_reporter(timeout, findings)
+    if first_reporter is not None:  # the collective timeout's first reporter, not another root's (a heartbeat)
+        facts["first_reporting_rank"] = first_reporter
+    # the document's rank answers are facts too, whichever finding gave them
+    if first_rank is not None:
+        facts["first_failing_rank"] = first_rank
+    if timeout is not None and timeout["facts"].get("suspect_ranks"):
+        facts["suspect_ranks"] = timeout["facts"]["suspect_ranks"]
     # the curve's peak, where no spike named its own
     if metrics.get("loss_max") is not None and "max_loss" not in facts:
         facts["max_loss"] = metrics["loss_max"]
@@ -933,7 +999,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         "schema_version": SCHEMA_VERSION, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_rank,
-        "first_reporting_rank": _first_reporter(timeout, findings),
+        "first_reporting_rank": first_reporter,
         "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
         "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
         "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],

@@ -83,7 +83,7 @@ AVERAGE_LOSS_WORDS = ("avg", "average", "mean", "running", "smooth", "ema")
 _WRAP = r"(?:tensor\(|(?:np\.|numpy\.)?float(?:16|32|64)\(|Array\()"
 # a value ends where no word character, colon or decimal-like ".x" follows: a sentence's full stop may
 # ("train_mel_loss_before = nan."); "loss_scaler.py:181:update_scale" is a source location
-_LOSS_LIKE = re.compile(r"(?<![\w/.-])['\"]?(?P<key>(?:[A-Za-z_][\w/.-]*?)?loss[\w/.-]*?)['\"]?(?:\s*[:=]\s*"
+_LOSS_LIKE = re.compile(r"(?<![\w/.-])['\"]?(?P<key>(?:[A-Za-z_][\w/.-]*?)?loss(?:[\w/.-]*?| [A-Za-z]{2,12}(?=\s*[:=])))['\"]?(?:\s*[:=]\s*"
                         r"(?:['\"]|" + _WRAP + r")?|\s+" + _WRAP + r")(?P<val>" + NUM + r")(?![\w:]|\.\w)", re.IGNORECASE)
 
 _KEYS = "|".join(re.escape(k) for k in sorted(ALIASES, key=len, reverse=True))
@@ -453,8 +453,8 @@ def _namespaced(msg: str, rec: dict) -> None:
 
 def _loss_by_family(msg: str, rec: dict) -> None:
     """The loss of a record whose other fields were read but whose loss key the vocabulary does not spell: the
-    one step loss of the loss family (else the one running average); several (a detector's loss_cls and
-    loss_bbox without their total) name none."""
+    step losses of the loss family (else the running averages): one, or the sum of several parts printed
+    without their total."""
     step, avg = {}, {}
     for f in _LOSS_LIKE.finditer(msg):
         words = re.split(r"[\W_]+", f["key"].lower())
@@ -462,13 +462,14 @@ def _loss_by_family(msg: str, rec: dict) -> None:
             continue
         (avg if any(w in AVERAGE_LOSS_WORDS for w in words) else step).setdefault(f["key"].lower(), f["val"])
     for found in (step, avg):
-        if len(found) == 1:
-            v = to_float(next(iter(found.values())))
-            if v is not None:
-                rec["loss"] = v
-            return
-        if found:
-            return
+        if not found:
+            continue
+        # one loss of the family is the loss; several without their total (a detector's loss_cls and
+        # loss_bbox, a diffusion model's "Loss mse" and "Loss ce") add up to it, a NaN part to a NaN loss
+        vals = [to_float(v) for v in found.values()]
+        if all(v is not None for v in vals):
+            rec["loss"] = math.fsum(vals) if all(map(math.isfinite, vals)) else math.nan
+        return
 
 
 def _average_if_alone(rec: dict) -> None:

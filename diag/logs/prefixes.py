@@ -22,6 +22,10 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("quote", re.compile(r"(?:>[ \t]?)+")),
     ("lineno", re.compile(r"\[\d+\] ")),
     ("rank", re.compile(r"\[(?:rank|default|worker|trainer)(?P<rank>\d+)\]:\s?")),
+    # the program's own rank tag in front of its message: "[rank 2] step 26 ...", "[Rank 1] Watchdog ...",
+    # "rank 1: leaving the loop" (a space before the number: not torchrun's prefix)
+    ("rank_tag", re.compile(r"\[[Rr]ank (?P<rank>\d+)\]:?[ \t]+")),
+    ("rank_colon", re.compile(r"[Rr]ank (?P<rank>\d+):[ \t]+")),
     ("mpi", re.compile(r"\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),
     ("ray", re.compile(r"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("ts", re.compile(r"\[?" + _TS + r"\]?(?: -|:)?\s+")),
@@ -68,12 +72,13 @@ def find_timestamp(text: str) -> float | None:
 
 
 #: terminal colour and cursor sequences (CSI), kept by ``script``, ``tee`` under FORCE_COLOR, CI
-#: consoles, and Python 3.13's coloured tracebacks
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+#: consoles, and Python 3.13's coloured tracebacks; also in caret notation (``^[[34m``: ``cat -v``,
+#: ``less``, a pasted terminal)
+_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[ -/]*[@-~]")
 
 
 def split_prefix(line: str) -> Prefix:
-    if "\x1b" in line:
+    if "\x1b" in line or "^[[" in line:
         line = _ANSI.sub("", line)
     rank = host = ts = clock = None
     pos = 0
@@ -91,7 +96,7 @@ def split_prefix(line: str) -> Prefix:
             m = rx.match(line, pos)
             if not m or m.end() == pos:
                 continue
-            if name in ("rank", "mpi") and (rank is None or from_srun):
+            if name in ("rank", "mpi", "rank_tag", "rank_colon") and (rank is None or from_srun):
                 # torchrun's or mpirun's rank wins over an srun label in front of it: with one torchrun per
                 # node, ``srun -l`` numbers the node's task, not the rank
                 rank, from_srun = int(m["rank"]), False

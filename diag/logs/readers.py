@@ -291,7 +291,8 @@ def _scan_buffer(path: str, buf: bytes, base: int, want: int, prefilter, consume
             end = buf.find(b"\n", pos)
             end = len(buf) if end < 0 else end
             n = number(pos)
-            stats.candidate_lines += 1
+            if feed is None or not feed.holds(n):  # a template line the feed counts itself (emptied in ``buf``)
+                stats.candidate_lines += 1
             want = max(want - 1, consumer(path, n, decode(buf[pos:end].rstrip(b"\r"), path, n, stats)))
             pos = end + 1
         return pos

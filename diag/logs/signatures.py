@@ -553,6 +553,11 @@ def _overflow(m: re.Match[str], msg: str):
                   r"setting loss scale to:? (\d+(?:\.\d+)?(?:e\+?\d+)?)", msg)
     if r:
         f["new_loss_scale"] = float(r[1] or r[2])
+    # the scale's transition in the scaler's other sentence: "reducing dynamic loss scale from 8.0 to 4.0"
+    t = re.search(r"(?i)loss[ _]scale from (\d+(?:\.\d+)?(?:e[+-]?\d+)?) to (\d+(?:\.\d+)?(?:e[+-]?\d+)?)", msg)
+    if t:
+        f.setdefault("attempted_loss_scale", float(t[1]))
+        f.setdefault("new_loss_scale", float(t[2]))
     if "hysteresis" in msg:
         f["hysteresis"] = True
     if "already at minimum" in msg:  # the scaler gave up: DeepSpeed / apex end the run with this exception
@@ -710,7 +715,9 @@ RULES: list[Rule] = [
     Rule("verflow", R(r"[Gg]radient overflow\.\s+Skipping step|overflow! Skipping step|[Gg]rad overflow on iteration"
                       # the loss scaler's own sentence, in any trainer's words (fairseq: "overflow detected,
                       # setting loss scale to: 0.0625")
-                      r"|[Oo]verflow[\w ]{0,30}, (?:setting|reducing|decreasing) (?:the )?loss[ _]scale to"),
+                      r"|[Oo]verflow[\w ]{0,30}, (?:setting|reducing|decreasing) (?:the )?loss[ _]scale to"
+                      # DeepSpeed's "[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 8.0, reducing to 4.0"
+                      r"|[Oo]verflow detected[.,]? Skipping step"),
          _overflow),
     # "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."
     Rule("already at minimum", R(r"loss scale already at minimum"), _overflow),

@@ -18,6 +18,9 @@ from llmdiag.logs.formats import parse_progress
     ("step: 40, lr: 3e-4, NetLoss: 1.25", 1.25),
     ("step 7 lr: 1e-3 running_loss: 0.52", 0.52),  # an average stands for the loss when it is alone
     ("train iter: 100 loss_net: nan loss_scale: 1.0", math.nan),
+    # parts printed without their total add up to it; a NaN part makes it NaN
+    ("Epoch [1][100/200] lr: 1e-3, loss_cls: 0.5, loss_bbox: 0.25", 0.75),
+    ("(step=0012460) Train Loss mse: 0.0097, Train Loss ce: nan, Train Steps/Sec: 0.16,", math.nan),
 ])
 def test_a_loss_of_the_family_is_the_records_loss(line, loss):
     rec = parse_progress(line)
@@ -26,7 +29,6 @@ def test_a_loss_of_the_family_is_the_records_loss(line, loss):
 
 
 @pytest.mark.parametrize("line", [
-    "Epoch [1][100/200] lr: 1e-3, loss_cls: 0.5, loss_bbox: 0.3",  # components without their total: none
     "step: 40 lr: 3e-4 test_loss: 1.2",  # an evaluation's loss is not a training step's
     "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] Attempted loss scale: 64, reducing to 32",
     "loss_net: 0.5",  # nothing else read on the line: too little to call it a record

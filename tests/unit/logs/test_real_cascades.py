@@ -170,11 +170,13 @@ def test_the_agents_sigterm_is_the_echo_of_a_slurm_cancel(tmp_path):
     doc, code = analyze(log)
     assert code == 1
     assert [f["kind"] for f in doc["findings"]] == ["slurm_cancelled"]
-    # without the cancel the stop is still reported: a dead job never passes
+    # without the cancel the stop is still reported, as a stop from outside (a time limit, a kill), not as an
+    # exception of the training script: a dead job never passes
     alone = tmp_path / "alone.log"
     alone.write_text(_SIGTERM_AGENT)
     doc, code = analyze(alone)
-    assert code == 1 and [f["kind"] for f in doc["findings"]] == ["python_exception"]
+    assert code == 1 and [f["kind"] for f in doc["findings"]] == ["launcher_stopped"]
+    assert doc["findings"][0]["facts"]["signal"] == 15
 
 
 @pytest.mark.parametrize("source,lines", [("sigkill_colossal.log", slice(2, 5)), ("oom_zero3_multinode.log", slice(5, 6))])
