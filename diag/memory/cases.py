@@ -31,6 +31,9 @@ class Expressed:
     largest_layer: float | None
     measure: str  # model_states | deepspeed_states | comm_buckets | loss | allocated | reserved | device
     gpu_memory: int | None
+    #: the pipeline stage the number was read on: None for the worst one, -1 for the last (Megatron logs its
+    #: memory from the last rank, which holds the last stage)
+    stage: int | None = None
 
 
 class NotExpressed(Exception):
@@ -230,8 +233,9 @@ def express(case: dict[str, Any]) -> Expressed:
     elif not rc and fw == "megatron" and "checkpoint-activations" in str(case.get("notes", "")):
         kw["recompute"] = "full"  # the launch script's --checkpoint-activations
     opt = str(tr.get("optimizer", "adam")).lower()
-    kw["optimizer"] = "sgd" if "sgd" in opt else (("paged-adam8bit" if "paged" in opt else "adam8bit")
-                                                  if "8bit" in opt or "8-bit" in opt else "adam")
+    eight = "8bit" in opt or "8-bit" in opt
+    kw["optimizer"] = ("sgd" if "sgd" in opt else ("paged-adam8bit" if eight else "paged-adamw") if "paged" in opt
+                       else "adam8bit" if eight else "adam")
     if tr.get("optimizer_in_bwd") or tr.get("optimizer_in_backward"):
         kw["optimizer_in_backward"] = True
     if tr.get("activation_offloading") or tr.get("enable_activation_offloading"):
@@ -255,8 +259,8 @@ def express(case: dict[str, Any]) -> Expressed:
         kw.update(offload_params=True, offload_grads=True, offload_optimizer=True)
     if tr.get("fused_optimizer") and "torchtune" in case["source"]:
         kw["optimizer_in_backward"] = True  # torchtune's "fused optimizer": the step runs in backward
-    if "torchtune" in case["source"]:
-        kw["loss"] = "chunked"  # torchtune recipes use CEWithChunkedOutputLoss
+    if "torchtune" in case["source"] and not _dated_before(case, (2024, 8)):
+        kw["loss"] = "chunked"  # torchtune recipes use CEWithChunkedOutputLoss (since mid-2024; before, the full logits)
         kw["compile_loss"] = bool(tr.get("compile"))  # and compile it with the model (compile_loss)
     text_all = " ".join(str(x) for x in (case["source"], tr.get("framework", ""), case.get("notes", ""))).lower()
     if "torchtitan" in text_all:
@@ -307,11 +311,15 @@ def express(case: dict[str, Any]) -> Expressed:
         kw["zero"] = 2
     if _before_lazy_loading(case):
         kw["module_loading"] = "eager"
-    kind = re.search(r"\b(v100|a100|a800|h100|h800|h200|b200)\b",
-                     (str(case["parallel"].get("gpus", "")) + " " + str(case.get("notes", ""))).lower())
+    # the GPU the run used: its ``gpus`` field, the notes only where that names none (a note may mention others)
+    gpu_rx = r"\b(v100|a100|a800|h100|h800|h200|b200)\b"
+    kind = re.search(gpu_rx, str(case["parallel"].get("gpus", "")).lower()) or \
+        re.search(gpu_rx, str(case.get("notes", "")).lower())
     if kind:
         kw["gpu_kind"] = {"a800": "a100", "h800": "h100"}.get(kind.group(1), kind.group(1))
-    return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case))
+    where = " ".join(str(x) for x in (case["quantity"], case.get("notes", ""))).lower()
+    last = bool(re.search(r"last (?:pipeline )?(?:rank|stage)", where)) and kw.get("pp", 1) > 1
+    return Expressed(m, Plan(**kw), params, largest, measure, _gpu_memory(case), -1 if last else None)
 
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -346,6 +354,8 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
            "comm_buckets": lines["comm_buckets"], "loss": lines["logits"], "reserved": est["peak"]["reserved"],
            "allocated": est["peak"]["allocated"],
            "device": est["breakdown"]["total"]}[ex.measure]
+    if ex.stage is not None and ex.measure in ("allocated", "reserved", "device"):
+        got = est["stages"][ex.stage][ex.measure]
     if ex.measure == "loss":  # the loss line of the stage that computes it, whichever phase peaks
         from llmdiag.memory.estimate import loss_line
 

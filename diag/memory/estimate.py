@@ -42,7 +42,7 @@ RESERVE_TRANSIENT = 0.15
 RESERVE_PERSISTENT = 0.02
 FITS_FRACTION = 0.95  # at most this share of GPU memory: "fits"
 TIGHT_FRACTION = 1.10  # up to this share: "tight" (within the estimate's error band); above: out-of-memory
-OPT_BYTES = {"adam": 8, "adamw": 8, "adam8bit": 2, "paged-adam8bit": 2, "sgd": 4}
+OPT_BYTES = {"adam": 8, "adamw": 8, "adam8bit": 2, "paged-adam8bit": 2, "paged-adamw": 8, "sgd": 4}
 #: optimizers whose state torch.optim allocates like the parameter (fp32 per state with a master copy)
 _PARAM_DTYPE_STATE = ("adam", "adamw", "sgd")
 QUANT_BYTES = {"none": None, "nf4": 4.127 / 8, "int8": 1.0 + 4 / 4096}  # NF4 with double-quantised block scales
@@ -516,7 +516,7 @@ def _paged(plan: Plan) -> bool:
 def _managed_line(sp: StageParams, plan: Plan) -> Line:
     """CUDA managed memory on the device: a paged optimizer's working set.
 
-    bitsandbytes' paged optimizers (PagedAdamW8bit, torchtune's low-memory recipes) allocate their
+    bitsandbytes' paged optimizers (PagedAdamW8bit, the 32-bit PagedAdamW; torchtune's low-memory recipes) allocate their
     state with ``cudaMallocManaged`` outside the caching allocator; the driver evicts its pages to
     host memory under pressure and brings a parameter's state back (prefetched) for its update.
     What must fit on the device is that working set: the state of the largest unit."""

@@ -14,7 +14,7 @@ from typing import Any
 from llmdiag.errors import UsageError
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit", "paged-adam8bit")
+OPTIMIZERS = ("adam", "adamw", "sgd", "adam8bit", "paged-adam8bit", "paged-adamw")
 RECOMPUTE = ("none", "selective", "sac", "full")  # selective: Megatron's (attention core); sac: per-op
 ATTENTION = ("flash", "eager")
 FRAMEWORKS = ("megatron", "deepspeed", "torch")

@@ -111,3 +111,15 @@ def test_per_op_sac_matches_a_measured_process(cfg):
     est, live, rss = got["estimate"], got["allocator"], got["rss"]
     assert abs(est - live) / live <= 0.03, got
     assert abs(est - rss) / rss <= 0.05, got
+
+
+def test_a_32bit_paged_optimizer_keeps_its_state_in_managed_memory():
+    """bitsandbytes' PagedAdamW: 8 B/param of fp32 moments allocated with cudaMallocManaged (host memory under
+    pressure), the device holding the largest unit's working set; not the caching allocator's optimizer line."""
+    m = PRESETS["llama2-7b"]
+    est = estimate.estimate(m, Plan(dp=1, seq_len=512, micro_batch=1, optimizer="paged-adamw", framework="torch"))
+    lines = {x["name"]: x["bytes"] for x in est["lines"]}
+    assert lines["optimizer_states"] == 0
+    assert 0 < lines["managed_memory"] < 8 * m.total_params() / 10
+    host = {x["name"]: x["bytes"] for x in est["memory"]["host_lines"]}
+    assert host["optimizer_states"] == 8 * m.total_params()
