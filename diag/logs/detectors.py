@@ -18,8 +18,8 @@ from collections import deque
 
 import numpy as np
 
-from llmdiag.logs.window import (NOISE_HISTORY, SHORT_LOSS_RATIO, MedianSketch, finding, opt, place, place_at, pos_key,
-                                 robust, rolling, short_grad_ratio, step_noise, where, xs, xval)
+from llmdiag.logs.window import (GRAD_HISTORY, NOISE_HISTORY, SHORT_LOSS_RATIO, MedianSketch, finding, opt, place,
+                                 place_at, pos_key, robust, rolling, short_grad_ratio, step_noise, where, xs, xval)
 from llmdiag.logs.window import fmt as _fmt
 
 
@@ -202,10 +202,24 @@ class GradJumpDetector:
         self.s = s
         self.window: deque[float] = deque(maxlen=s.window)
         self.n = 0
-        self.first: tuple | None = None  # (where, median)
+        self.first: tuple | None = None  # (where, median, record number)
         self.max: tuple | None = None  # (value, xval)
         self.count = 0
         self.lines: list[int] = []
+        #: a jump in the short history too small to stand on the records before it alone: it stands when the
+        #: next record falls back as far (a one-record peak, isolated on both sides)
+        self.peak: tuple | None = None  # (record number, where, median before, value, xval, line)
+
+    def _confirm(self, k: int, at, med: float, val: float, x, line: int) -> None:
+        """Jump number ``k`` (records so far) is one: the first by ``k`` (a short-history peak is confirmed a
+        record late, after later ones may have been)."""
+        if self.first is None or k < self.first[2]:
+            self.first = (at, med, k)
+        if self.max is None or val > self.max[0]:
+            self.max = (val, x)
+        self.count += 1
+        if len(self.lines) < self.MAX_LINES:
+            self.lines.append(line)
 
     def feed(self, b: dict, files: list[str]) -> None:
         gn = b["grad_norm"]
@@ -214,6 +228,29 @@ class GradJumpDetector:
             return
         v = gn[rows]
         s = self.s
+        if self.peak is not None:
+            k, at, med, val, x, line = self.peak
+            self.peak = None
+            if val / float(v[0]) >= s.grad_explosion_ratio:
+                self._confirm(k, at, med, val, x, line)
+        if self.n < GRAD_HISTORY:  # the short history, record by record: a peak the next record leaves
+            c = list(self.window) + v.tolist()
+            base = len(self.window)
+            for p in range(min(len(v), GRAD_HISTORY - self.n)):
+                q = base + p
+                if q == 0:
+                    continue
+                med = statistics.median(c[max(0, q - s.window):q])
+                val = c[q]
+                if not (s.grad_explosion_ratio <= val / med < float(
+                        short_grad_ratio(self.n + p, s.grad_spike_ratio, s.grad_explosion_ratio))):
+                    continue
+                i = int(rows[p])
+                if p + 1 < len(v):
+                    if val / float(v[p + 1]) >= s.grad_explosion_ratio:
+                        self._confirm(self.n + p, where(b, i, files), med, val, xval(b, i), int(b["line"][i]))
+                else:
+                    self.peak = (self.n + p, where(b, i, files), med, val, xval(b, i), int(b["line"][i]))
         prev = list(self.window)
         rmin = rolling(prev, v, s.window, np.min)
         need = short_grad_ratio(self.n + np.arange(len(v)), s.grad_spike_ratio, s.grad_explosion_ratio)
@@ -227,20 +264,14 @@ class GradJumpDetector:
                 val = c[q]
                 if med > 0 and val / med >= need[p]:
                     i = int(rows[p])
-                    if self.first is None:
-                        self.first = (where(b, i, files), med)
-                    if self.max is None or val > self.max[0]:
-                        self.max = (val, xval(b, i))
-                    self.count += 1
-                    if len(self.lines) < self.MAX_LINES:
-                        self.lines.append(int(b["line"][i]))
+                    self._confirm(self.n + p, where(b, i, files), med, val, xval(b, i), int(b["line"][i]))
         self.window.extend(v[-s.window:].tolist())
         self.n += len(v)
 
     def result(self, spike_lines: set) -> list[dict]:
         if self.first is None:
             return []
-        at, med = self.first
+        at, med, _ = self.first
         vm, x = self.max
         ratio = vm / med
         kind = "grad_norm_explosion" if ratio >= self.s.grad_explosion_ratio else "grad_norm_spike"

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 
 from llmdiag.logs.config import Settings
-from llmdiag.logs.window import SHORT_LOSS_RATIO, short_grad_ratio, step_noise
+from llmdiag.logs.window import GRAD_HISTORY, SHORT_LOSS_RATIO, short_grad_ratio, step_noise
 
 #: float columns of the table (NaN = not printed)
 FLOAT_COLS = ("loss", "lr", "grad_norm", "loss_scale", "step_time_ms", "tokens_per_s", "samples_per_s",
@@ -180,8 +180,12 @@ def grad_norm_jumps(t: StepTable, idx: Sequence[int], s: Settings, spikes: list[
         base = [v for _, v in pts[max(0, i - s.window):i]]
         med = statistics.median(base)
         k, v = pts[i]
-        if med > 0 and v / med >= float(short_grad_ratio(i, s.grad_spike_ratio, s.grad_explosion_ratio)):
+        need = float(short_grad_ratio(i, s.grad_spike_ratio, s.grad_explosion_ratio))
+        if med > 0 and v / med >= need:
             jumps.append((k, v, med, i))
+        elif (med > 0 and i < GRAD_HISTORY and s.grad_explosion_ratio <= v / med and i + 1 < len(pts)
+              and v / pts[i + 1][1] >= s.grad_explosion_ratio):
+            jumps.append((k, v, med, i))  # a short history's one-record peak: the next record falls back as far
     if not jumps:
         return []
     first = jumps[0]

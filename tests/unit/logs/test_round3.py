@@ -29,8 +29,6 @@ KNOWN = {
                                  "rich console's wrapping: no overflow wording of that shape is read",
     ("progress", "case_07.log"): "the per-epoch '- Average Loss: 7.096' summaries have no counter, as the table rows "
                                  "they follow have none: both are counted as records (13, not 11)",
-    ("progress", "case_14.log"): "grad norm x2900 after a single earlier record: below the x10000 a one-record "
-                                 "history needs (window.short_grad_ratio)",
     ("progress", "case_23.log"): "mmf's time per 100 iterations grows by about 15 %: no throughput drop by the "
                                  "rule (a fall below 70 %), and its label is a judgement call",
     ("../round4/frameworks", "case_21.log"): "bare '<step> <value>' pairs with no metric name at all: nothing says "
