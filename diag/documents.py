@@ -502,6 +502,8 @@ class StepRow:
     skipped: Measured | None = dataclasses.field(default=None, metadata=_doc("Megatron: skipped iterations"))
     nan_iters: Measured | None = dataclasses.field(default=None, metadata=_doc("Megatron: NaN iterations"))
     ts: Any = dataclasses.field(default=None, metadata=_doc("the line's timestamp, when it has one"))
+    data_time_ms: Measured | None = dataclasses.field(default=None, metadata=_doc(
+        "the step's wait for its batch (data_time), ms: the rank's own part of a slow step"))
 
     @property
     def x(self) -> int | None:

@@ -9,6 +9,7 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
+import statistics
 import re
 from collections import Counter, defaultdict
 
@@ -851,6 +852,30 @@ def stream_progress(last_key: dict, files: list[str], events: list[Event], world
     return out
 
 
+#: a rank whose batches take this long to load (ms, median of its latest records) and this many times longer
+#: than every other rank's is the one the others wait for
+DATA_STRAGGLER_MS = 100.0
+DATA_STRAGGLER_RATIO = 5.0
+
+
+def data_straggler(t) -> tuple[int, str] | None:
+    """The rank whose own data-loading time stands out among several ranks' (``data_time`` fields), and why: in
+    data-parallel training every rank's step waits for the slowest at the gradient all-reduce, so the step
+    times rise together and only the straggler's own part of the step shows where the time goes."""
+    from llmdiag.logs.columns import NONE
+
+    per = {int(r): statistics.median(list(ser.data_times)[-16:]) for r, ser in t.series.items()
+           if r != NONE and len(ser.data_times) >= 3}
+    if len(per) < 2:
+        return None
+    top = max(per, key=per.get)
+    rest = max(v for r, v in per.items() if r != top)
+    if per[top] < DATA_STRAGGLER_MS or per[top] < DATA_STRAGGLER_RATIO * max(rest, 1.0):
+        return None
+    return top, (f"rank {top}'s batches take {per[top]:.0f} ms to load against at most {rest:.0f} ms on the "
+                 "other ranks: they wait for it at every step")
+
+
 def _earliest_nan(t, primary):
     """The NaN detector of the rank whose loss or grad norm went NaN first (several ranks' records: one rank's
     NaN reaches the others a step later, through the gradient all-reduce), else the primary rank's."""
@@ -995,13 +1020,25 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
     if warnings and status == "pass":
         status = "warn"
     steps = t.head  # already JSON-clean (table.head_rows)
+    suspects = timeout["facts"].get("suspect_ranks", []) if timeout else []
+    suspect_reason = timeout["facts"].get("suspect_reason") if timeout else None
+    slow_kinds = ("throughput_drop", "hang_no_progress", "launcher_stopped") + _TIMEOUT_KINDS
+    slow = data_straggler(t) if not suspects and any(f["kind"] in slow_kinds for f in findings) else None
+    if slow is not None:
+        # no rank stopped; one rank's own batch loading carries the slow steps every rank shows
+        suspects, suspect_reason = [slow[0]], slow[1]
+        facts["suspect_ranks"] = suspects
+        for f in findings:
+            if f["kind"] in slow_kinds:
+                f["facts"].setdefault("straggler_rank", slow[0])
+                f["facts"].setdefault("straggler_reason", slow[1])
     return {
         "schema_version": SCHEMA_VERSION, "command": "analyze-log", "kind": "log-analysis", "status": status,
         "files": stats.files, "findings": findings, "metrics": metrics, "root_causes": root_causes,
         "first_failing_rank": first_rank,
         "first_reporting_rank": first_reporter,
-        "suspect_ranks": timeout["facts"].get("suspect_ranks", []) if timeout else [],
-        "suspect_reason": timeout["facts"].get("suspect_reason") if timeout else None,
+        "suspect_ranks": suspects,
+        "suspect_reason": suspect_reason,
         "ranks_not_in_excerpt": timeout["facts"].get("ranks_not_in_excerpt", []) if timeout else [],
         "facts": facts, "steps": steps, "steps_total": len(t), "warnings": warnings,
         "read": {"bytes": stats.bytes_read, "lines": stats.lines, "candidate_lines": stats.candidate_lines,

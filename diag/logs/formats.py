@@ -39,6 +39,10 @@ for canon, names in {
     "loss_scale": ["loss scale", "loss_scale", "loss-scale", "scale"],
     "step_time_ms": ["elapsed time per iteration (ms)", "iter time", "time", "step_time_ms", "step time",
                      "iteration time", "time/iter", "elapsed_time_per_iteration_ms", "dt", "time_ms"],
+    # the time a step waited for its batch (mmcv/mmengine, detectron2 print seconds): a rank's own time, not
+    # the all-reduce's, so the rank whose data time carries a slow-down is the one the others wait for
+    "data_time_ms": ["data_time", "data time", "data_time_ms", "time/data", "dataloader_time", "data_wait_time",
+                     "data_load_time"],
     "step_time_s": ["elapsed time per iteration (s)", "step_time", "step_time_s", "sec/it", "s/it",
                     "iter_time", "train_runtime_per_step"],
     "tokens_per_s": ["tps", "tokens_per_s", "tokens/s", "tok/s", "tokens per second", "tokens_per_second",
@@ -142,9 +146,11 @@ def to_float(text: str) -> float | None:
 
 
 def _unit_scale(canon: str, unit: str, value: float) -> tuple[str, float]:
-    if canon not in ("step_time_ms", "step_time_s", "memory_gib"):
+    if canon not in ("step_time_ms", "step_time_s", "memory_gib", "data_time_ms"):
         return canon, value
     unit = (unit or "").strip().lower()
+    if canon == "data_time_ms":  # in ms only when printed so; mmcv's and detectron2's bare numbers are seconds
+        return canon, value if unit == "ms" else value * 1000.0
     if canon == "step_time_ms" and unit == "s":
         return "step_time_ms", value * 1000.0
     if canon == "step_time_s":

@@ -8,12 +8,17 @@ are exact up to ``MedianSketch.CAP`` values and then computed over an evenly thi
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from llmdiag.logs.detectors import (GradJumpDetector, LossSpikeDetector, NanDetector, ScaleDetector, StallTracker,
                                    TailTracker, ThroughputDetector)
 from llmdiag.logs.columns import NONE
 from llmdiag.logs.window import MedianSketch, opt
+
+#: data-loading times kept per rank (the latest ones)
+DATA_TIMES = 64
 
 
 class _FirstLast:
@@ -164,9 +169,14 @@ class RankSeries:
         self.tails: dict[int, TailTracker] = {}
         self.last_file: int | None = None
         self.last_line: int | None = None
+        #: the rank's latest data-loading times (ms): a straggler's own share of a slow step
+        self.data_times: deque[float] = deque(maxlen=DATA_TIMES)
 
     def feed(self, b: dict, files: list[str]) -> None:
         self.metrics.feed(b)
+        dt = b["data_time_ms"]
+        if not np.isnan(dt).all():
+            self.data_times.extend(dt[~np.isnan(dt)][-DATA_TIMES:].tolist())
         for det in (self.nan, self.spikes, self.grad, self.drop, self.scale, self.stall):
             det.feed(b, files)
         fids = b["file"]

@@ -23,8 +23,6 @@ CASES = [(s, c) for s in ("real", "live") for c in json.loads((DATA / s / "manif
 KNOWN = {
     ("real", "case_08.log"): "timm's summary.csv rows pasted without their header: no name says which column is "
                              "the loss, and lines without any metric word never reach the readers",
-    ("live", "case_05.log"): "a straggler whose slowness every rank shares through the all-reduce: only its own "
-                             "data_time shows it, and per-rank time components are not compared",
     ("live", "case_06.log"): "a straggler killed by an outer timeout with no launcher in between (srun-style "
                              "labels): the log just stops at iteration N of 500, as an excerpt would; the "
                              "throughput drop it shows is a warning, so the dead job exits 0",
