@@ -20,7 +20,7 @@ import numpy as np
 from llmdiag.logs import bulk, prefixes, signatures
 from llmdiag.logs.columns import FLOAT_COLS
 from llmdiag.logs.epochs import EpochPlacer, bar_summary, train_summary
-from llmdiag.logs.formats import bar_reader, table_header, table_row, to_float
+from llmdiag.logs.formats import bar_reader, table_goes_on, table_header, table_row, to_float
 from llmdiag.logs.progress import RecordJoiner, header_of, looks_like_record, progress_of, timestamp_of
 from llmdiag.logs.signatures import Event
 from llmdiag.logs.table import (NONE, PENDING_ROWS, StepStore, batch_len, concat, empty_batch, pack, rows_to_batch,
@@ -451,11 +451,12 @@ class LogAnalyzer:
                 rows.append((lineno, int(row[1]), int(row[2])))
                 del rows[:-_LOOSE_ROWS]
                 return 0
-        cols = self._tables.get(file)
-        if cols is not None:
-            row = table_row(msg, cols)
-            if row is not None:
-                self._redraw(row, file, lineno, pre.rank, ts)
+        table = self._tables.get(file)
+        if table is not None:
+            row = table_row(msg, table)
+            if row is not None or table_goes_on(msg, table):
+                if row:
+                    self._redraw(row, file, lineno, pre.rank, ts)
                 return 1  # the table goes on: the next line too (its rows carry no keyword)
             del self._tables[file]
         rec = progress_of(msg)
@@ -467,9 +468,9 @@ class LogAnalyzer:
         if rec is not None and not rec.get("open") and not self._joiner.pending(file):
             self._redraw(rec, file, lineno, pre.rank, ts)
         elif rec is None and not self._joiner.pending(file):
-            cols = table_header(msg)
-            if cols is not None:
-                self._tables[file] = cols
+            table = table_header(msg)
+            if table is not None:
+                self._tables[file] = table
                 return 1
             if "train_runtime" in msg:
                 summary = train_summary(msg)

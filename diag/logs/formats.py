@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 NUM = (r"[-+]?(?:nan|NaN|NAN|-?inf|Inf|INF|infinity|"
        r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
@@ -286,34 +287,61 @@ _DIGIT = re.compile(r"\d")
 _COLUMN_NAME = re.compile(r"[A-Za-z_][\w/.()%-]*(?: [A-Za-z_][\w/.()%-]*)*")
 _HEADER_SEP = (re.compile(r"\s*\|\s*|\t+|\s{2,}"), re.compile(r"\s+"))
 _ROW_SEP = re.compile(r"\s*\|\s*|\s+")
+#: a CSV file's header and rows (Lightning's CSVLogger metrics.csv, a trainer's own CSV): cells may be empty
+_CSV_SEP = re.compile(r"\s*,\s*")
+#: a table's rule line (a row of dashes under its header: "-----+-----", "=====") or a blank line: the table goes on
+_RULE = re.compile(r"[\s\-=+|:]*")
 
 
-def table_header(msg: str) -> list | None:
+class Table(NamedTuple):
+    """A header's columns as canonical fields (None for one the vocabulary does not know), and whether its
+    rows are comma-separated (a CSV: empty cells are values not printed)."""
+    cols: list
+    csv: bool = False
+
+
+def table_header(msg: str) -> Table | None:
     """The columns of a header that a table of numbers follows ("step  loss  lr  grad_norm",
     "| iter | loss | tok/s |") as canonical fields (None for a column the vocabulary does not know), or None
     when the line is no such header: names only, a loss among them, and enough of them known."""
     if _DIGIT.search(msg):
         return None
-    for sep, share in zip(_HEADER_SEP, (0.5, 1.0)):
+    csv = "," in msg
+    for sep, share in ((_CSV_SEP, 0.5),) if csv else zip(_HEADER_SEP, (0.5, 1.0)):
         names = [t for t in sep.split(msg.strip(" |\t")) if t]
         if len(names) < 2 or not all(_COLUMN_NAME.fullmatch(t) for t in names):
             continue
         cols = [ALIASES.get(t.lower()) for t in names]
         known = [c for c in cols if c is not None]
-        # columns set apart by wide gaps or bars: half of them known; by single spaces (prose looks alike:
-        # "Resetting step and loss") every one
+        # columns set apart by wide gaps, bars or commas: half of them known; by single spaces (prose looks
+        # alike: "Resetting step and loss") every one
         if "loss" in cols and len(known) >= 2 and len(known) >= share * len(cols):
-            return cols
+            return Table(cols, csv)
     return None
 
 
-def table_row(msg: str, cols: list) -> dict | None:
-    """One row of numbers under a :func:`table_header`, or None when the line is no row of that table."""
-    vals = [t for t in _ROW_SEP.split(msg.strip(" |\t")) if t]
+def table_goes_on(msg: str, table: Table) -> bool:
+    """A line inside a table that is no row: its rule, a blank line, or its header printed again."""
+    if _RULE.fullmatch(msg):
+        return True
+    again = table_header(msg) if not _DIGIT.search(msg) else None
+    return again is not None and again.cols == table.cols
+
+
+def table_row(msg: str, table: Table) -> dict | None:
+    """One row of numbers under a :func:`table_header`, or None when the line is no row of that table; ``{}``
+    for a row without a loss (a CSV's validation row: the table goes on, the row is no step record)."""
+    cols = table.cols
+    if table.csv:
+        vals = _CSV_SEP.split(msg.strip())
+    else:
+        vals = [t for t in _ROW_SEP.split(msg.strip(" |\t")) if t]
     if len(vals) != len(cols):
         return None
     rec: dict = {}
     for canon, tok in zip(cols, vals):
+        if not tok and table.csv:
+            continue  # an empty cell: not logged at this step
         v = to_float(tok.rstrip("%"))
         if v is None:
             return None
@@ -321,7 +349,7 @@ def table_row(msg: str, cols: list) -> dict | None:
             canon, v = _unit_scale(canon, "", v)
             rec[canon] = v
     if "loss" not in rec:
-        return None
+        return {}
     rec["format"] = "table"
     return _finish(rec)
 

@@ -143,6 +143,27 @@ def test_a_table_of_numbers_under_a_header(tmp_path):
     assert next(f for f in doc["findings"] if f["kind"] == "nan_loss")["step"] == 30
 
 
+def test_a_table_goes_on_past_its_rule_and_its_repeated_header(tmp_path):
+    header = "  step       loss  grad_norm         lr      tok/s\n" + "-" * 50 + "\n"
+    rows = [f"{s:6d} {('nan' if s == 13 else f'{6 - s / 10:.4f}'):>10s} {0.6:10.4f} {3e-3:10.2e} {15000:10d}\n"
+            for s in range(1, 21)]
+    doc = _doc(tmp_path, header + "".join(rows[:10]) + header + "\n" + "".join(rows[10:]))
+    assert [s["step"] for s in doc["steps"]] == list(range(1, 21))
+    assert next(f for f in doc["findings"] if f["kind"] == "nan_loss")["step"] == 13
+
+
+def test_a_csv_with_empty_cells_is_a_table(tmp_path):
+    """Lightning's CSVLogger metrics.csv printed after the run: a cell is empty where nothing was logged at
+    that step (a validation row has no train_loss: no step record, and the table goes on)."""
+    text = "epoch,grad_norm,step,train_loss,val_loss\n" + "".join(
+        f"0,{0.25:.3f},{s},{(260.5 if s == 24 else 6 - s / 20):.4f},\n" for s in range(40))
+    text = text.replace("0,0.250,20,5.0000,\n", "0,0.250,20,5.0000,\n0,,20,,4.9\n")
+    doc = _doc(tmp_path, text)
+    assert len(doc["steps"]) == 40 and doc["steps"][0]["step"] == 0
+    spike = next(f for f in doc["findings"] if f["kind"] == "loss_spike")
+    assert spike["step"] == 24
+
+
 def test_prose_with_metric_words_is_no_table_header(tmp_path):
     doc = _doc(tmp_path, "Resetting step and loss\n1 2 3 4\n")
     assert doc["steps_total"] == 0
