@@ -1017,8 +1017,8 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         if metrics.get("loss_max_step") is not None:
             facts.setdefault("max_loss_step", metrics["loss_max_step"])
     warnings = input_warnings(stats, len(t), an.unplaced) + an.epochs.warnings(t.files)
-    if warnings and status == "pass":
-        status = "warn"
+    if status == "pass" and any(w["kind"] in _UNVOUCHED for w in warnings):
+        status = "warn"  # nothing was read to vouch for the run (inferred steps are a caveat, not a doubt)
     steps = t.head  # already JSON-clean (table.head_rows)
     suspects = timeout["facts"].get("suspect_ranks", []) if timeout else []
     suspect_reason = timeout["facts"].get("suspect_reason") if timeout else None
@@ -1060,6 +1060,10 @@ def pinned_overflows(ovs: list[Event]) -> bool:
 
 #: records that no reader could place, before a log without a curve says so
 UNPLACED_MIN = 3
+
+
+#: warnings that keep a run without findings from passing: the input held nothing, or its records were not read
+_UNVOUCHED = ("empty_input", "unread_progress")
 
 
 def input_warnings(stats, steps: int, unplaced: dict) -> list[dict]:
