@@ -747,6 +747,20 @@ def _raised_before_the_root(cf: dict, events: list[Event], findings: list[dict])
         return None
     others = [r for r, e in first.items()
               if r != cf["rank"] and not _ECHO_EXC.search(str(e.facts.get("exception_message", "")))]
+    if not others:
+        # no other rank raised: a rank of the summary that printed no exception died by its own signal (an
+        # abort, a kill) and the Root Cause rank, aborting on its way out, only exited a moment before it
+        silent = [r for r in cf["facts"].get("failed_ranks", []) if r != cf["rank"] and r not in first]
+        if len(silent) != 1:
+            return None
+        culprit = silent[0]
+        cf["facts"]["root_cause_only_lost_its_peer"] = True
+        cf["cause"] = (f"torchrun's Root Cause (rank {cf['rank']}, the first to exit) only reports that its peer "
+                       f"went away; rank {culprit}, which raised nothing, died of its own")
+        for f in findings:
+            if f["rank"] == cf["rank"] and f["kind"] in signatures.SIGNAL_KIND.values():
+                f["facts"]["listed_beside_root_cause"] = True
+        return culprit
     if len(others) != 1:
         return None
     culprit = others[0]

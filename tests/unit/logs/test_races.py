@@ -36,3 +36,14 @@ def test_the_usual_order_keeps_torchruns_root_cause(tmp_path):
     doc = analyze_paths([str(log)])
     assert doc["first_failing_rank"] == 1
     assert not any(f["facts"].get("root_cause_only_lost_its_peer") for f in doc["findings"])
+
+
+def test_a_root_cause_that_only_lost_its_peer_beside_a_rank_that_died_silently():
+    """The live matrix's SIGABRT case in CI (the last 2500 characters of its log): rank 1 aborts itself and prints
+    nothing; rank 0 raises gloo's "Connection closed by peer", aborts on its way out ("terminate called without an
+    active exception") and exits first, so torchrun's Root Cause is rank 0. The rank that died of its own is the
+    one of the failure table that raised nothing: rank 1."""
+    doc = analyze_paths([str(DATA / "root_cause_lost_its_peer_signal.log")])
+    assert doc["first_failing_rank"] == 1
+    cf = next(f for f in doc["findings"] if f["kind"] == "child_failed")
+    assert cf["rank"] == 0 and cf["facts"]["root_cause_only_lost_its_peer"] is True
