@@ -866,6 +866,28 @@ def stream_progress(last_key: dict, files: list[str], events: list[Event], world
     return out
 
 
+def _recovered_by_restart(an, findings: list[dict]) -> None:
+    """torchrun restarted its workers after a failure (``--max-restarts``) and training went on: its agent logged
+    ``failed (exitcode: N)`` and gave no ChildFailedError summary, and progress records follow that line in the
+    same file. The failures before it were survived: each becomes a warning that says so (the job did not die
+    of them), a later failure stays an error."""
+    if any(e.kind == "child_failed" for e in an.events):
+        return
+    fails: dict[str, int] = {}
+    for e in an.events:
+        if e.kind == "worker_failed":
+            fails[e.file] = max(fails.get(e.file, 0), e.line)
+    for file, line in fails.items():
+        progress = an.last_progress.get(file)
+        if progress is None or progress[0] <= line:
+            continue
+        for f in findings:
+            if f["severity"] == ERROR and f.get("file") == file and (f.get("line") or 0) < line:
+                f["severity"] = WARNING
+                f["facts"]["recovered_by_restart"] = True
+                f["message"] += f"; the launcher restarted the workers and training went on (to line {progress[0]})"
+
+
 #: a rank whose batches take this long to load (ms, median of its latest records) and this many times longer
 #: than every other rank's is the one the others wait for
 DATA_STRAGGLER_MS = 100.0
@@ -946,6 +968,7 @@ def build_document(an, stats, settings, elapsed_s: float = 0.0) -> dict:
         # not explain it when every rank it lists failed only because its peer went away (a rank that returned
         # early and cleanly is in no summary: torchrun lists the ranks that exited non-zero)
         findings = [f for f in findings if f["kind"] != "peer_lost"]
+    _recovered_by_restart(an, findings)
     anoms: list[dict] = []
     nan = t.all_nan if rank is None else (ser.nan if ser is not None else None)
     if rank is not None and len(t.series) > 1:

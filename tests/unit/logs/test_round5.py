@@ -95,3 +95,17 @@ def test_the_rank_whose_loss_went_nan_first_is_named():
     doc, _ = _run("live", {"file": "case_12.log"})
     nan = next(f for f in doc["findings"] if f["kind"] == "nan_loss")
     assert (nan["rank"], nan["facts"]["nan_first_step"]) == (1, 8)
+
+
+def test_a_failure_the_launcher_restarted_past_is_a_warning():
+    """round6/live/case_26: torchrun --max-restarts 1; rank 1 raises at step 5, the agent logs 'failed (exitcode:
+    1)' and restarts the workers, which train to step 20 and finish (the job exits 0). The exception is kept, as a
+    warning that the job survived; case_27, the same fault whose restart hangs until an outer timeout, stays an
+    error."""
+    doc, code = _run("../round6/live", {"file": "case_26.log"})
+    assert code == 0 and doc["status"] == "warn"
+    exc = next(f for f in doc["findings"] if f["kind"] == "python_exception")
+    assert exc["severity"] == "warning" and exc["facts"]["recovered_by_restart"] is True
+    doc, code = _run("../round6/live", {"file": "case_27.log"})
+    assert code != 0
+    assert not any(f["facts"].get("recovered_by_restart") for f in doc["findings"])
