@@ -9,8 +9,8 @@ behind (lowest last-completed / SeqNum) or absent is the likely culprit.
 from __future__ import annotations
 
 import math
-import statistics
 import re
+import statistics
 from collections import Counter, defaultdict
 
 from llmdiag.documents import SCHEMA_VERSION
@@ -39,15 +39,15 @@ _SUSPECT_KINDS = (*_TIMEOUT_KINDS, "peer_lost")
 _VICTIM_KINDS = {"nccl_timeout", "gloo_timeout", "nccl_communicator_aborted", "nccl_remote_error", "connection_reset",
                  "peer_lost",
                  "sigabrt", "nccl_heartbeat_stuck", "nccl_warn"}
-#: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
 #: a rank's exception that only says its gloo peer went away
 _PEER_GONE = re.compile(r"gloo/transport/tcp/pair\.cc:\d+\].*?(?:Connection (?:closed|reset) by peer|Broken pipe|Read error)")
+#: torchrun's agent told to stop (SIGTERM, SIGINT, SIGHUP)
 _STOP_SIGNAL = re.compile(r"got signal: (15|2|1)\b")
 #: a torch shared-memory segment ("</torch_2312_3563512745_0>") or a path under /dev/shm
 _SHM_FILE = re.compile(r"</?torch_\d+_\d+(?:_\d+)?>|/dev/shm/\S*")
-#: a rank's own report that its collective hung or its communicator was taken down
 #: the kinds a rank's own watchdog reports (each rank its own line): the first reporter is a fact
 _WATCHDOG_KINDS = {"nccl_heartbeat_stuck", "nccl_communicator_aborted", "gloo_timeout", "collective_hang"}
+#: a rank's own report that its collective hung or its communicator was taken down
 _HANG_KINDS = {"nccl_timeout", "nccl_timeout_status", "nccl_communicator_aborted", "nccl_heartbeat_stuck"}
 #: an exception that only reports that a peer went away
 _ECHO_EXC = re.compile(r"(?i)connection (?:reset|closed|refused)|broken pipe|closed by peer|peer .* (?:exited|died)")
@@ -153,7 +153,6 @@ def _name_suspects(f: dict, reporting: list[int], extra: dict, culprits: list[in
     return culprits
 
 
-
 def _only_lost_peers(f: dict) -> bool:
     """A launcher's summary whose failed ranks all raised that their gloo peer went away."""
     exs = f["facts"].get("exceptions_by_rank") if f["kind"] == "child_failed" else None
@@ -178,6 +177,7 @@ def _first_reporter_of(events: list) -> int | None:
     if len({e.file for e in tied}) != 1:  # a tie across files (the same second in two files) names nobody
         return None
     return min(tied, key=lambda e: e.line).rank
+
 
 def _timeouts(evs: list[Event], extra: dict | None = None) -> dict | None:
     works = [e for e in evs if e.kind == "nccl_timeout"]
