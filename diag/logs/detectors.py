@@ -283,11 +283,17 @@ class GradJumpDetector:
                         f"(x{ratio:.1f} the rolling median {_fmt(med)})", f)]
 
 
+#: step times shorter than this are timer and scheduler noise (a busy host's time slice, a GC pause): a step of
+#: 2 ms that takes 9 ms on the next one is no slow-down of training, while 100 ms that becomes 150 ms is
+STEP_TIME_FLOOR_MS = 20.0
+
+
 def speeds(b: dict) -> np.ndarray:
-    """tokens/s, else samples/s, else TFLOP/s (the first that is > 0), else 1000 / step time."""
+    """tokens/s, else samples/s, else TFLOP/s (the first that is > 0), else 1000 / step time (at least
+    STEP_TIME_FLOOR_MS)."""
     st = b["step_time_ms"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(~np.isnan(st) & (st != 0), 1000.0 / st, math.nan)
+        out = np.where(~np.isnan(st) & (st != 0), 1000.0 / np.maximum(st, STEP_TIME_FLOOR_MS), math.nan)
     for col in ("tflops", "samples_per_s", "tokens_per_s"):
         c = b[col]
         out = np.where(c > 0, c, out)

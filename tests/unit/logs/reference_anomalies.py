@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Sequence
 
 from llmdiag.logs.config import Settings
+from llmdiag.logs.detectors import STEP_TIME_FLOOR_MS
 from llmdiag.logs.window import GRAD_HISTORY, SHORT_LOSS_RATIO, short_grad_ratio, step_noise
 
 #: float columns of the table (NaN = not printed)
@@ -208,7 +209,7 @@ def _speed(t: StepTable, k: int) -> float | None:
         if v is not None and v > 0:
             return v
     st = t.get("step_time_ms", k)
-    return 1000.0 / st if st else None
+    return 1000.0 / max(st, STEP_TIME_FLOOR_MS) if st else None
 
 
 def throughput_drop(t: StepTable, idx: Sequence[int], s: Settings) -> list[dict]:
