@@ -747,30 +747,24 @@ def _raised_before_the_root(cf: dict, events: list[Event], findings: list[dict])
         return None
     others = [r for r, e in first.items()
               if r != cf["rank"] and not _ECHO_EXC.search(str(e.facts.get("exception_message", "")))]
-    if not others:
+    if others:
+        if len(others) != 1:
+            return None
+        culprit, how = others[0], " raised first"
+    else:
         # no other rank raised: a rank of the summary that printed no exception died by its own signal (an
         # abort, a kill) and the Root Cause rank, aborting on its way out, only exited a moment before it
         silent = [r for r in cf["facts"].get("failed_ranks", []) if r != cf["rank"] and r not in first]
         if len(silent) != 1:
             return None
-        culprit = silent[0]
-        cf["facts"]["root_cause_only_lost_its_peer"] = True
-        cf["cause"] = (f"torchrun's Root Cause (rank {cf['rank']}, the first to exit) only reports that its peer "
-                       f"went away; rank {culprit}, which raised nothing, died of its own")
-        for f in findings:
-            if f["rank"] == cf["rank"] and f["kind"] in signatures.SIGNAL_KIND.values():
-                f["facts"]["listed_beside_root_cause"] = True
-        return culprit
-    if len(others) != 1:
-        return None
-    culprit = others[0]
+        culprit, how = silent[0], ", which raised nothing, died of its own"
     cf["facts"]["root_cause_only_lost_its_peer"] = True
     cf["cause"] = (f"torchrun's Root Cause (rank {cf['rank']}, the first to exit) only reports that its peer went "
-                   f"away; rank {culprit} raised first")
+                   f"away; rank {culprit}{how}")
     for f in findings:
         if f["rank"] == cf["rank"] and f["kind"] in signatures.SIGNAL_KIND.values():
             f["facts"]["listed_beside_root_cause"] = True  # the lost peer's abort on its way out
-    if not any(f["rank"] == culprit and f["severity"] == ERROR for f in findings):
+    if culprit in first and not any(f["rank"] == culprit and f["severity"] == ERROR for f in findings):
         ex = first[culprit]
         f = _base("python_exception", ex)
         f["message"] = f"{ex.facts['exception_type']}: {ex.facts['exception_message']}"[:300]
