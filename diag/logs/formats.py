@@ -324,7 +324,7 @@ def table_goes_on(msg: str, table: Table) -> bool:
     """A line inside a table that is no row: its rule, a blank line, or its header printed again."""
     if _RULE.fullmatch(msg):
         return True
-    again = table_header(msg) if not _DIGIT.search(msg) else None
+    again = table_header(msg)
     return again is not None and again.cols == table.cols
 
 

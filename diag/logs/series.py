@@ -175,8 +175,9 @@ class RankSeries:
     def feed(self, b: dict, files: list[str]) -> None:
         self.metrics.feed(b)
         dt = b["data_time_ms"]
-        if not np.isnan(dt).all():
-            self.data_times.extend(dt[~np.isnan(dt)][-DATA_TIMES:].tolist())
+        printed = ~np.isnan(dt)
+        if printed.any():
+            self.data_times.extend(dt[printed][-DATA_TIMES:].tolist())
         for det in (self.nan, self.spikes, self.grad, self.drop, self.scale, self.stall):
             det.feed(b, files)
         fids = b["file"]
